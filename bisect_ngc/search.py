@@ -1,0 +1,227 @@
+"""The bisection as pure logic: verdicts in, next probes or an answer out.
+
+Candidates are indices 0..n-1 on a first-parent path; 0 is the old endpoint and
+n-1 the new one. The search looks for the first index whose outcome equals the new
+endpoint's outcome, so finding a regression and finding a fix are the same search.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Mapping, Sequence
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class Status(str, Enum):
+    FOUND = "found"
+    AMBIGUOUS = "ambiguous"
+    INVALID_ENDPOINTS = "invalid-endpoints"
+
+
+class RepeatPolicy(str, Enum):
+    ANY = "any"            # one failing run makes the commit fail
+    MAJORITY = "majority"  # the commoner of pass/fail wins; a tie is a skip
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Test these indices next (at most `jobs` of them)."""
+
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Status
+    first_new: int | None = None
+    last_old: int | None = None
+    candidates: tuple[int, ...] = ()
+    explanation: str = ""
+    old_outcome: Verdict | None = None
+    new_outcome: Verdict | None = None
+    skipped: tuple[int, ...] = field(default=())
+
+
+def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe | Result:
+    """Return the next probes, or the result once the verdicts settle the question."""
+    if n < 2:
+        raise ValueError("need at least two candidates (the two endpoints)")
+    if jobs < 1:
+        raise ValueError("jobs must be >= 1")
+    ends = tuple(i for i in (0, n - 1) if i not in verdicts)
+    if ends:
+        return Probe(ends)
+    old, new = verdicts[0], verdicts[n - 1]
+    skipped = tuple(sorted(i for i, v in verdicts.items() if v is Verdict.SKIP))
+    if Verdict.SKIP in (old, new) or old is new:
+        return Result(Status.INVALID_ENDPOINTS, explanation=_endpoint_problem(old, new),
+                      old_outcome=old, new_outcome=new, skipped=skipped)
+
+    hi = min(i for i, v in verdicts.items() if v is new)
+    lo = max(i for i, v in verdicts.items() if v is old and i < hi)
+    inside = sorted(i for i in verdicts if lo < i < hi)  # all skips: no old/new lies inside
+    n_untested = hi - lo - 1 - len(inside)
+    if not n_untested:
+        between = tuple(inside)
+        if between:
+            return Result(Status.AMBIGUOUS, first_new=None, last_old=lo,
+                          candidates=between + (hi,),
+                          explanation=f"{len(between)} untestable commit(s) lie between the last "
+                                      "old-behaviour commit and the first new-behaviour commit",
+                          old_outcome=old, new_outcome=new, skipped=skipped)
+        return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
+                      old_outcome=old, new_outcome=new, skipped=skipped)
+    return Probe(_split(lo, hi, n_untested, verdicts, jobs))
+
+
+def _endpoint_problem(old: Verdict, new: Verdict) -> str:
+    if old is Verdict.SKIP and new is Verdict.SKIP:
+        return "neither endpoint could be tested; check the build and test commands at both"
+    if old is Verdict.SKIP:
+        return "the old endpoint could not be tested; check the build and test commands there"
+    if new is Verdict.SKIP:
+        return "the new endpoint could not be tested; check the build and test commands there"
+    return (f"both endpoints {'pass' if old is Verdict.PASS else 'fail'}, so the range holds no "
+            "change of behaviour; check that the test really tells the two releases apart")
+
+
+def _split(lo: int, hi: int, n_untested: int, verdicts: Mapping[int, Verdict],
+           jobs: int) -> tuple[int, ...]:
+    """Ideal points cut (lo, hi) into jobs+1 near-equal parts; each slot takes a point near its own."""
+    if n_untested <= jobs:
+        return tuple(i for i in range(lo + 1, hi) if i not in verdicts)
+    width = hi - lo
+    ideals = [lo + (width * j) // (jobs + 1) for j in range(jobs + 2)]
+    ideals[-1] = hi
+    runs = _skip_runs(lo, hi, verdicts)
+    chosen: list[int] = []
+    for j in range(1, jobs + 1):
+        pick = _pick(ideals[j], ideals[j - 1], ideals[j + 1], lo, hi, verdicts, set(chosen), runs)
+        if pick is not None:
+            chosen.append(pick)
+    return tuple(sorted(chosen))
+
+
+def _skip_runs(lo: int, hi: int, verdicts: Mapping[int, Verdict]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for i in sorted(i for i, v in verdicts.items() if v is Verdict.SKIP and lo < i < hi):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping[int, Verdict],
+          taken: set[int], runs: list[tuple[int, int]]) -> int | None:
+    """The probe for one slot.
+
+    With no untestable commit nearby this is the untested index nearest the ideal point.
+    Untestable commits come in stretches (a broken submodule, a bad merge), so near a
+    stretch of L skipped commits the next ones are likely skipped too: each candidate is
+    scored by the expected bits it leaves to find, with a skip chance that decays over L
+    from the stretch. The nearest untested neighbour wins when the stretch is short; a
+    long stretch is jumped over instead of walked through.
+    """
+    ideal = min(max(ideal, lo + 1), hi - 1)
+    left, right = max(left, lo), min(right, hi)
+    local = [r for r in runs if r[1] > left and r[0] < right]
+    if not local:
+        return _nearest_untested(ideal, lo, hi, verdicts, taken)
+    starts = [a for a, _ in local]
+    cands = set(range(left + 1, right, max(1, (right - left) // 128)))
+    cands.add(ideal)
+    for a, b in local:
+        step = 1
+        while step <= right - left:
+            cands.update((a - step, b + step))
+            step *= 2
+    span = right - left
+    miss_cost = 1 + math.log2(span)
+    best: tuple[float, int] | None = None
+    for x in cands:
+        if not left < x < right or x in verdicts or x in taken:
+            continue
+        k = bisect.bisect_right(starts, x)
+        q = 0.0
+        for a, b in local[max(0, k - 1):k + 1]:
+            dist = a - x if x < a else x - b
+            q = max(q, math.exp(-(dist - 1) / max(b - a + 1, 2)))
+        split = ((x - left) * math.log2(x - left) + (right - x) * math.log2(right - x)) / span
+        score = (q * miss_cost + (1 - q) * split, abs(x - ideal), x)
+        if best is None or score < best:
+            best = score
+    if best is None:
+        return _nearest_untested(ideal, lo, hi, verdicts, taken)
+    return best[2]
+
+
+def _nearest_untested(ideal: int, lo: int, hi: int, verdicts: Mapping[int, Verdict],
+                      taken: set[int]) -> int | None:
+    ideal = min(max(ideal, lo + 1), hi - 1)
+    for dist in range(0, hi - lo):
+        for cand in (ideal - dist, ideal + dist):
+            if lo < cand < hi and cand not in verdicts and cand not in taken:
+                return cand
+    return None
+
+
+def combine_runs(runs: Sequence[Verdict], policy: RepeatPolicy = RepeatPolicy.ANY) -> Verdict:
+    """One verdict for a commit from its repeated test runs.
+
+    ANY: fail if any run failed, else pass if any passed, else skip.
+    MAJORITY: the commoner of pass and fail (skips ignored); a tie is a skip.
+    """
+    fails = sum(v is Verdict.FAIL for v in runs)
+    passes = sum(v is Verdict.PASS for v in runs)
+    if policy is RepeatPolicy.ANY:
+        return Verdict.FAIL if fails else Verdict.PASS if passes else Verdict.SKIP
+    if fails == passes:
+        return Verdict.SKIP
+    return Verdict.FAIL if fails > passes else Verdict.PASS
+
+
+def runs_settled(runs: Sequence[Verdict], total: int, policy: RepeatPolicy) -> bool:
+    """True when the remaining runs cannot change combine_runs' answer."""
+    left = total - len(runs)
+    if left <= 0:
+        return True
+    if policy is RepeatPolicy.ANY:
+        return Verdict.FAIL in runs
+    fails = sum(v is Verdict.FAIL for v in runs)
+    passes = sum(v is Verdict.PASS for v in runs)
+    return abs(fails - passes) > left
+
+
+def expected_rounds(n: int, jobs: int) -> int:
+    """Rounds for a skip-free search: one for the endpoints, then (K+1)-ary narrowing."""
+    return 1 + ceil_log(n - 1, jobs + 1)
+
+
+def expected_probes(n: int, jobs: int) -> int:
+    """Worst-case probes for a skip-free search."""
+    if n <= 2:
+        return n
+    if jobs == 1:
+        return 2 + ceil_log(n - 1, 2)
+    return 2 + jobs * ceil_log(n - 1, jobs + 1)
+
+
+def ceil_log(x: int, base: int) -> int:
+    """Smallest r with base**r >= x, in integers (no float rounding)."""
+    r, p = 0, 1
+    while p < x:
+        p *= base
+        r += 1
+    return r
+
+
+__all__ = ["Verdict", "Status", "RepeatPolicy", "Probe", "Result", "next_step",
+           "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]

@@ -1,0 +1,160 @@
+"""Properties of the pure search against simulated linear histories."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisect_ngc.search import (Probe, RepeatPolicy, Result, Status, Verdict, ceil_log,
+                               combine_runs, expected_probes, expected_rounds, next_step,
+                               runs_settled)
+
+
+def simulate(n, t, skips, jobs=1, old=Verdict.PASS):
+    """Run the search on a history whose first new-behaviour index is t."""
+    new = Verdict.FAIL if old is Verdict.PASS else Verdict.PASS
+    verdicts, probes, rounds = {}, 0, 0
+    while True:
+        step = next_step(n, verdicts, jobs)
+        if isinstance(step, Result):
+            return step, probes, rounds
+        assert 0 < len(step.indices) <= max(jobs, 2)
+        rounds += 1
+        for i in step.indices:
+            assert 0 <= i < n and i not in verdicts, "never probes a commit twice"
+            probes += 1
+            verdicts[i] = Verdict.SKIP if i in skips else new if i >= t else old
+
+
+@st.composite
+def histories(draw, max_n=100_000, with_skips=True):
+    n = draw(st.integers(2, max_n))
+    t = draw(st.integers(1, n - 1))
+    skips: set[int] = set()
+    if with_skips and n > 2:
+        for _ in range(draw(st.integers(0, 4))):
+            start = draw(st.integers(1, n - 2))
+            length = draw(st.integers(1, 40))
+            skips.update(range(start, min(start + length, n - 1)))
+        skips.update(draw(st.sets(st.integers(1, n - 2), max_size=10)))
+    return n, t, skips
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(1, 16), st.sampled_from([Verdict.PASS, Verdict.FAIL]))
+def test_finds_transition_unless_skips_touch_it(h, jobs, old):
+    n, t, skips = h
+    result, _, _ = simulate(n, t, skips, jobs, old)
+    touching = (t - 1) in skips or t in skips
+    if touching:
+        assert result.status is Status.AMBIGUOUS
+        assert t in result.candidates
+        assert all(i in skips or i == result.candidates[-1] for i in result.candidates)
+    else:
+        assert result.status is Status.FOUND
+        assert (result.last_old, result.first_new) == (t - 1, t)
+    assert result.old_outcome is old and result.new_outcome is not old
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(with_skips=False))
+def test_serial_probe_bound_without_skips(h):
+    n, t, _ = h
+    result, probes, _ = simulate(n, t, set(), jobs=1)
+    assert result.first_new == t
+    assert probes <= ceil_log(n, 2) + 2
+    assert probes <= expected_probes(n, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(with_skips=False), st.integers(1, 16))
+def test_round_bound_with_parallel_slots(h, jobs):
+    n, t, _ = h
+    result, probes, rounds = simulate(n, t, set(), jobs=jobs)
+    assert result.first_new == t
+    assert rounds <= expected_rounds(n, jobs) <= ceil_log(n, jobs + 1) + 1
+    assert probes <= expected_probes(n, jobs)
+
+
+def test_endpoints_come_first_and_both_at_once():
+    assert next_step(50, {}, jobs=1) == Probe((0, 49))
+    assert next_step(50, {0: Verdict.PASS}, jobs=4) == Probe((49,))
+
+
+@pytest.mark.parametrize("old,new,words", [
+    (Verdict.PASS, Verdict.PASS, "both endpoints pass"),
+    (Verdict.FAIL, Verdict.FAIL, "both endpoints fail"),
+    (Verdict.SKIP, Verdict.FAIL, "old endpoint could not be tested"),
+    (Verdict.PASS, Verdict.SKIP, "new endpoint could not be tested"),
+])
+def test_invalid_endpoints_explained(old, new, words):
+    result = next_step(10, {0: old, 9: new})
+    assert result.status is Status.INVALID_ENDPOINTS
+    assert words in result.explanation
+
+
+def test_skip_moves_to_a_near_untested_commit():
+    verdicts = {0: Verdict.PASS, 100: Verdict.FAIL, 50: Verdict.SKIP}
+    (pick,) = next_step(101, verdicts).indices
+    assert pick != 50 and abs(pick - 50) <= 12
+
+
+def test_without_skips_the_probe_is_the_midpoint():
+    assert next_step(101, {0: Verdict.PASS, 100: Verdict.FAIL}).indices == (50,)
+    assert next_step(101, {0: Verdict.PASS, 100: Verdict.FAIL}, jobs=3).indices == (25, 50, 75)
+
+
+def test_long_unbuildable_stretch_is_jumped_not_walked():
+    stretch = set(range(40, 70))
+    result, probes, _ = simulate(101, 80, stretch)
+    assert result.first_new == 80
+    assert probes <= ceil_log(101, 2) + 2 + 4
+
+
+def test_fix_search_is_the_same_search():
+    fix, _, _ = simulate(300, 123, set(), old=Verdict.FAIL)
+    regression, _, _ = simulate(300, 123, set(), old=Verdict.PASS)
+    assert fix.first_new == regression.first_new == 123
+
+
+def test_ambiguous_lists_every_candidate():
+    result, _, _ = simulate(20, 10, {8, 9, 10})
+    assert result.status is Status.AMBIGUOUS
+    assert result.candidates == (8, 9, 10, 11)
+    assert result.last_old == 7
+
+
+RUNS = st.lists(st.sampled_from(list(Verdict)), min_size=1, max_size=7)
+
+
+@given(RUNS)
+def test_any_policy_fails_on_one_failure(runs):
+    verdict = combine_runs(runs, RepeatPolicy.ANY)
+    assert (verdict is Verdict.FAIL) == (Verdict.FAIL in runs)
+
+
+@given(RUNS)
+def test_majority_policy(runs):
+    verdict = combine_runs(runs, RepeatPolicy.MAJORITY)
+    fails, passes = runs.count(Verdict.FAIL), runs.count(Verdict.PASS)
+    expected = Verdict.SKIP if fails == passes else Verdict.FAIL if fails > passes else Verdict.PASS
+    assert verdict is expected
+
+
+@given(RUNS, st.integers(1, 7), st.sampled_from(list(RepeatPolicy)))
+def test_runs_settled_means_no_later_run_changes_the_answer(runs, total, policy):
+    runs = runs[:total]
+    if not runs_settled(runs, total, policy):
+        return
+    now = combine_runs(runs, policy) if len(runs) == total else None
+    for rest in itertools.product(list(Verdict), repeat=total - len(runs)):
+        full = combine_runs(list(runs) + list(rest), policy)
+        now = now or full
+        assert full is now
+
+
+def test_ceil_log_is_exact_on_powers():
+    assert [ceil_log(x, 2) for x in (1, 2, 3, 4, 5, 1024, 1025)] == [0, 1, 2, 2, 3, 10, 11]
+    assert ceil_log(125, 5) == 3 and ceil_log(126, 5) == 4
