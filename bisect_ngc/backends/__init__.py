@@ -1,0 +1,81 @@
+"""The one interface every executor implements.
+
+The engine hands a backend one round of probes (one per slot) and receives each outcome
+as soon as it is known. A backend knows how to build and test a commit somewhere (this
+host, a container, a cluster); it knows nothing of the search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+from ..search import RepeatPolicy, Verdict
+
+PhaseCallback = Callable[["ProbeRequest", str], None]
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    session: str
+    commit: str
+    index: int
+    slot: int
+    runs: int                 # test executions wanted (--repeat)
+    policy: RepeatPolicy
+    log_dir: Path             # absolute; the backend writes build.log / test-N.log here
+    artifacts: Path           # absolute; BISECT_ARTIFACTS for this commit
+
+
+@dataclass
+class ProbeOutcome:
+    verdict: Verdict
+    reason: str = ""
+    exit_code: int | None = None
+    build_s: float | None = None
+    test_s: float | None = None
+    runs: list[Verdict] = field(default_factory=list)
+    logs: dict[str, Path] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    transient: bool = False   # an outcome of this run only (e.g. interrupted): never cached
+
+
+class Backend(Protocol):
+    name: str
+
+    def describe(self) -> dict[str, Any]:
+        """Settings worth showing in plans and reports."""
+
+    def environment(self) -> str:
+        """Where tests run, as part of the result-cache key."""
+
+    def recipe(self) -> dict[str, Any]:
+        """Everything that decides what a build produces (the cache's recipe hash)."""
+
+    def test_recipe(self) -> dict[str, Any]:
+        """Everything that decides a test's verdict (the cache's test hash)."""
+
+    def prepare(self) -> None:
+        """Check prerequisites before the first probe; raise UserError with a hint."""
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        """Run the probes concurrently and yield each outcome as it finishes."""
+
+    def cancel(self) -> None:
+        """Stop everything under way (Ctrl-C); called from the main thread."""
+
+
+def verdict_from_exit(code: int | None) -> tuple[Verdict, str]:
+    """The `git bisect run` protocol: 0 pass, 125 skip, 1-127 fail; signals are skips."""
+    if code is None:
+        return Verdict.SKIP, "no exit code"
+    if code == 0:
+        return Verdict.PASS, ""
+    if code == 125:
+        return Verdict.SKIP, "test exited 125 (cannot test)"
+    if 1 <= code <= 127:
+        return Verdict.FAIL, ""
+    if code < 0:
+        return Verdict.SKIP, f"test killed by signal {-code}"
+    return Verdict.SKIP, f"test exited {code} (above 127: treated as a crash)"

@@ -1,0 +1,180 @@
+"""Build and test on this host, in the style of `git bisect run`."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ..history import CheckoutError, Worktrees
+from ..search import Verdict, combine_runs, runs_settled
+from . import PhaseCallback, ProbeOutcome, ProbeRequest, verdict_from_exit
+
+
+class Cancelled(Exception):
+    pass
+
+
+class ProcessRunner:
+    """Runs commands in their own process groups so that all of them can be stopped."""
+
+    def __init__(self) -> None:
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self.cancelled = threading.Event()
+
+    def run(self, argv: list[str], *, cwd: Path, env: dict[str, str], log: Path,
+            timeout: float | None) -> tuple[int | None, float, bool]:
+        """Returns (exit code or -signal, seconds, timed out)."""
+        if self.cancelled.is_set():
+            raise Cancelled()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        with open(log, "ab") as out:
+            out.write(f"$ {' '.join(argv)}\n".encode())
+            out.flush()
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            with self._lock:
+                self._procs.add(proc)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait()
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+        if self.cancelled.is_set():
+            raise Cancelled()
+        return proc.returncode, time.monotonic() - start, timed_out
+
+    def cancel(self, grace: float = 3.0) -> None:
+        self.cancelled.set()
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, signal.SIGKILL)
+
+
+def _kill_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, worktrees: Worktrees, *, build: str | None, test: str,
+                 timeout: float | None = None, build_timeout: float | None = None,
+                 clean: bool = True):
+        self.worktrees = worktrees
+        self.build_cmd = build
+        self.test_cmd = test
+        self.timeout = timeout
+        self.build_timeout = build_timeout
+        self.clean = clean
+        self.runner = ProcessRunner()
+        self._checkout_lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "build": self.build_cmd, "test": self.test_cmd,
+                "timeout": self.timeout, "host": socket.gethostname()}
+
+    def environment(self) -> str:
+        return f"local:{socket.gethostname()}"
+
+    def recipe(self) -> dict[str, Any]:
+        return {"build": self.build_cmd, "clean": self.clean}
+
+    def test_recipe(self) -> dict[str, Any]:
+        return {"test": self.test_cmd, "timeout": self.timeout}
+
+    def prepare(self) -> None:
+        pass
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        pool = ThreadPoolExecutor(max_workers=max(1, len(requests)))
+        try:
+            futures = {pool.submit(self._probe, req, on_phase): req for req in requests}
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        try:
+            return self._probe_inner(req, on_phase)
+        except Cancelled:
+            return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
+
+    def _probe_inner(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        on_phase(req, "checkout")
+        try:
+            with self._checkout_lock:
+                wt = self.worktrees.checkout(req.slot, req.commit, clean=self.clean)
+        except CheckoutError as exc:
+            return ProbeOutcome(Verdict.SKIP, str(exc))
+        req.artifacts.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, BISECT_COMMIT=req.commit, BISECT_WORKTREE=str(wt),
+                   BISECT_ARTIFACTS=str(req.artifacts))
+        logs: dict[str, Path] = {}
+        build_s = None
+        if self.build_cmd:
+            on_phase(req, "build")
+            logs["build"] = req.log_dir / "build.log"
+            code, build_s, timed_out = self.runner.run(
+                ["/bin/sh", "-c", self.build_cmd], cwd=wt, env=env, log=logs["build"],
+                timeout=self.build_timeout)
+            if timed_out or code != 0:
+                reason = (f"build timed out after {self.build_timeout:g}s" if timed_out
+                          else f"build failed (exit {code})")
+                return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, build_s=build_s,
+                                    logs=logs)
+        return self._tests(req, on_phase, wt, env, logs, build_s)
+
+    def _tests(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path, env: dict[str, str],
+               logs: dict[str, Path], build_s: float | None) -> ProbeOutcome:
+        runs: list[Verdict] = []
+        reasons: list[str] = []
+        test_s = 0.0
+        code: int | None = None
+        for i in range(1, req.runs + 1):
+            on_phase(req, "test" if req.runs == 1 else f"test {i}/{req.runs}")
+            logs[f"test-{i}"] = req.log_dir / f"test-{i}.log"
+            code, secs, timed_out = self.runner.run(
+                ["/bin/sh", "-c", self.test_cmd], cwd=wt, env=env, log=logs[f"test-{i}"],
+                timeout=self.timeout)
+            test_s += secs
+            verdict, reason = verdict_from_exit(code)
+            if timed_out:
+                verdict, reason = Verdict.SKIP, f"test timed out after {self.timeout:g}s"
+            runs.append(verdict)
+            reasons.append(reason)
+            if runs_settled(runs, req.runs, req.policy):
+                break
+        verdict = combine_runs(runs, req.policy)
+        reason = next((r for v, r in zip(runs, reasons) if v is Verdict.SKIP and r), "")
+        if verdict is Verdict.SKIP and len(runs) > 1 and Verdict.SKIP not in runs:
+            reason = "repeated runs split evenly between pass and fail"
+        return ProbeOutcome(verdict, reason if verdict is Verdict.SKIP else "", exit_code=code,
+                            build_s=build_s, test_s=test_s, runs=runs, logs=logs)

@@ -1,0 +1,219 @@
+"""The git side: repositories, revisions, first-parent candidates, metadata, worktrees."""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from .errors import UserError
+
+_REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
+_SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
+_PR_TITLE_RE = re.compile(r"\(#(\d+)\)")
+_PR_TRAILER_RE = re.compile(r"^Pull Request resolved:\s*\S*?/pull/(\d+)", re.M)
+_SEP = "\x1f"
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    title: str
+    author: str
+    date: str
+    pr: int | None
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+
+def validate_rev(rev: str) -> str:
+    """Reject anything that could be read as an option or is not a plausible revision."""
+    if not rev or not _REV_RE.match(rev) or ".." in rev:
+        raise UserError(f"'{rev}' is not a valid git revision",
+                        hint="give a commit sha, a tag or a branch name")
+    return rev
+
+
+def is_url(spec: str) -> bool:
+    return "://" in spec or (re.match(r"^[\w.-]+@[\w.-]+:", spec) is not None)
+
+
+def parse_pr(message: str) -> int | None:
+    title = message.splitlines()[0] if message else ""
+    found = _PR_TITLE_RE.findall(title)
+    if found:
+        return int(found[-1])
+    trailer = _PR_TRAILER_RE.search(message)
+    return int(trailer.group(1)) if trailer else None
+
+
+class History:
+    """A repository opened (or cloned once into the cache) for bisecting."""
+
+    def __init__(self, repo: git.Repo, origin: str):
+        self.repo = repo
+        self.origin = origin
+
+    @classmethod
+    def open(cls, spec: str, cache_dir: Path, *, blobless: bool = True) -> "History":
+        if is_url(spec):
+            return cls(_clone_once(spec, cache_dir, blobless), spec)
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise UserError(f"repository '{spec}' does not exist",
+                            hint="pass --repo with a local path or a clone URL")
+        try:
+            repo = git.Repo(path, search_parent_directories=False)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UserError(f"'{spec}' is not a git repository",
+                            hint="pass --repo with the top of a git checkout") from None
+        return cls(repo, str(path.resolve()))
+
+    @property
+    def git_dir(self) -> Path:
+        return Path(self.repo.git.rev_parse("--absolute-git-dir"))
+
+    def identity(self, rev: str) -> str:
+        """A name for the project that survives clones: its root commit."""
+        roots = self.repo.git.rev_list("--max-parents=0", rev).split()
+        return sorted(roots)[0]
+
+    def resolve(self, rev: str) -> str:
+        validate_rev(rev)
+        sha = self._rev_parse(rev)
+        if sha is None and self._can_fetch():
+            self.fetch(rev)
+            sha = self._rev_parse(rev)
+        if sha is None:
+            raise UserError(f"revision '{rev}' is not in {self.origin}",
+                            hint="check the sha or fetch the branch that has it")
+        return sha
+
+    def _rev_parse(self, rev: str) -> str | None:
+        try:
+            return self.repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+        except git.GitCommandError as exc:
+            if "ambiguous" in str(exc):
+                raise UserError(f"short sha '{rev}' is ambiguous",
+                                hint="give more hex digits of the commit") from None
+            return None
+
+    def _can_fetch(self) -> bool:
+        return bool(self.repo.remotes)
+
+    def fetch(self, rev: str | None = None) -> None:
+        remote = self.repo.remotes[0]
+        try:
+            if rev and _SHA_RE.match(rev) and len(rev) == 40:
+                self.repo.git.fetch(remote.name, rev)
+            else:
+                self.repo.git.fetch(remote.name, "--tags")
+        except git.GitCommandError:
+            pass  # resolve() reports the missing revision
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        try:
+            self.repo.git.merge_base("--is-ancestor", old, new)
+            return True
+        except git.GitCommandError:
+            return False
+
+    def candidates(self, old: str, new: str) -> list[str]:
+        """OLD, then the first-parent path up to NEW, oldest first."""
+        if old == new:
+            raise UserError("the old and new revisions are the same commit",
+                            hint="pick two different commits to bisect between")
+        if not self.is_ancestor(old, new):
+            raise UserError(f"{old[:12]} is not an ancestor of {new[:12]}",
+                            hint="swap --old and --new, or pick commits on one line of history")
+        out = self.repo.git.rev_list("--first-parent", "--reverse", new, f"^{old}")
+        return [old] + out.split()
+
+    def info(self, shas: list[str]) -> dict[str, CommitInfo]:
+        if not shas:
+            return {}
+        fmt = _SEP.join(["%H", "%s", "%an <%ae>", "%cI", "%B"]) + "\x1e"
+        out = self.repo.git.log("--no-walk=unsorted", f"--format={fmt}", *shas)
+        infos = {}
+        for record in out.split("\x1e"):
+            record = record.strip("\n")
+            if not record:
+                continue
+            sha, title, author, date, body = record.split(_SEP, 4)
+            infos[sha] = CommitInfo(sha, title, author, date, parse_pr(body))
+        return infos
+
+    def has_submodules(self, sha: str) -> bool:
+        try:
+            self.repo.git.cat_file("-e", f"{sha}:.gitmodules")
+            return True
+        except git.GitCommandError:
+            return False
+
+
+def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/").split("/")[-1]) or "repo"
+    dest = cache_dir / "repos" / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
+    if (dest / "HEAD").exists():
+        return git.Repo(dest)
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    options = ["--mirror"] + (["--filter=blob:none"] if blobless else [])
+    try:
+        git.Repo.clone_from(url, partial, multi_options=options)
+    except git.GitCommandError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise UserError(f"could not clone {url}: {exc.stderr.strip().splitlines()[-1:] or exc}",
+                        hint="check the URL and your network, or pass a local path") from None
+    partial.rename(dest)
+    return git.Repo(dest)
+
+
+class Worktrees:
+    """One worktree per probe slot, reused across probes."""
+
+    def __init__(self, history: History, root: Path):
+        self.history = history
+        self.root = root
+
+    def path(self, slot: int) -> Path:
+        return self.root / f"slot-{slot}"
+
+    def checkout(self, slot: int, sha: str, *, clean: bool = True) -> Path:
+        """Put slot's worktree at sha; raises CheckoutError for per-commit failures."""
+        wt = self.path(slot)
+        repo = self.history.repo
+        if not (wt / ".git").exists():
+            shutil.rmtree(wt, ignore_errors=True)
+            repo.git.worktree("prune")
+            wt.parent.mkdir(parents=True, exist_ok=True)
+            repo.git.worktree("add", "--detach", "--force", str(wt), sha)
+        tree = git.Repo(wt)
+        try:
+            tree.git.checkout("--detach", "--force", sha)
+            if clean:
+                tree.git.clean("-ffdxq")
+        except git.GitCommandError as exc:
+            raise CheckoutError(f"checkout failed: {_last_line(exc)}") from None
+        if self.history.has_submodules(sha):
+            try:
+                tree.git.submodule("sync", "--recursive")
+                tree.git.submodule("update", "--init", "--recursive", "--force")
+            except git.GitCommandError as exc:
+                raise CheckoutError(f"submodule update failed: {_last_line(exc)}") from None
+        return wt
+
+
+class CheckoutError(Exception):
+    """A commit that cannot be checked out as asked: a skip, not an abort."""
+
+
+def _last_line(exc: git.GitCommandError) -> str:
+    text = (exc.stderr or str(exc)).strip().splitlines()
+    return text[-1] if text else "git error"

@@ -1,0 +1,279 @@
+"""State in SQLite: sessions, probes, and a result cache shared across sessions.
+
+Every probe is committed the moment it finishes, so a killed run (SIGKILL included)
+loses at most the probes that were still running. One process at a time may drive
+bisections in a state directory; readers (status, log, report) need no lock.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import UserError
+from .search import Verdict
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    status TEXT NOT NULL,
+    params TEXT NOT NULL,
+    candidates TEXT NOT NULL,
+    result TEXT
+);
+CREATE TABLE IF NOT EXISTS probes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL REFERENCES sessions(id),
+    round INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    commit_sha TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    build_s REAL,
+    test_s REAL,
+    runs TEXT NOT NULL DEFAULT '[]',
+    cached INTEGER NOT NULL DEFAULT 0,
+    started REAL,
+    ended REAL,
+    logs TEXT NOT NULL DEFAULT '{}',
+    details TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS probes_by_session ON probes(session, idx);
+CREATE TABLE IF NOT EXISTS cache (
+    key TEXT PRIMARY KEY,
+    repo TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    recipe TEXT NOT NULL,
+    test TEXT NOT NULL,
+    env TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    exit_code INTEGER,
+    build_s REAL,
+    test_s REAL,
+    runs TEXT NOT NULL,
+    logs TEXT NOT NULL,
+    details TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    session TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session, name)
+);
+"""
+
+
+def digest(obj: Any) -> str:
+    """A stable hash of a JSON-able value."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class ProbeRecord:
+    round: int
+    idx: int
+    commit: str
+    verdict: Verdict
+    reason: str = ""
+    exit_code: int | None = None
+    build_s: float | None = None
+    test_s: float | None = None
+    runs: list[str] = field(default_factory=list)
+    cached: bool = False
+    started: float | None = None
+    ended: float | None = None
+    logs: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    created: float
+    updated: float
+    status: str
+    params: dict[str, Any]
+    candidates: list[str]
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    repo: str
+    commit: str
+    recipe: str
+    test: str
+    env: str
+
+    @property
+    def key(self) -> str:
+        return digest([self.repo, self.commit, self.recipe, self.test, self.env])
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.root / "state.db", timeout=30, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def rel(self, path: Path) -> str:
+        """Paths are stored relative to the state directory."""
+        return os.path.relpath(path, self.root)
+
+    # sessions
+    def session(self, sid: str) -> SessionRecord | None:
+        row = self.db.execute("SELECT * FROM sessions WHERE id=?", (sid,)).fetchone()
+        return _session(row) if row else None
+
+    def sessions(self) -> list[SessionRecord]:
+        rows = self.db.execute("SELECT * FROM sessions ORDER BY updated DESC").fetchall()
+        return [_session(r) for r in rows]
+
+    def latest(self) -> SessionRecord | None:
+        found = self.sessions()
+        return found[0] if found else None
+
+    def find(self, prefix: str | None) -> SessionRecord:
+        if not prefix:
+            rec = self.latest()
+            if rec is None:
+                raise UserError(f"no bisect session in {self.root}",
+                                hint="run `bisect-ngc bisect ...` first, or pass --state")
+            return rec
+        rows = self.db.execute("SELECT * FROM sessions WHERE id LIKE ?", (prefix + "%",)).fetchall()
+        if len(rows) != 1:
+            known = ", ".join(s.id for s in self.sessions()[:10]) or "none"
+            raise UserError(f"session '{prefix}' {'is ambiguous' if rows else 'not found'}",
+                            hint=f"known sessions: {known}")
+        return _session(rows[0])
+
+    def create_session(self, sid: str, params: dict[str, Any], candidates: list[str]) -> None:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO sessions(id, created, updated, status, params, candidates) "
+            "VALUES (?,?,?,?,?,?)",
+            (sid, now, now, "running", json.dumps(params), "\n".join(candidates)))
+
+    def set_status(self, sid: str, status: str, result: dict[str, Any] | None = None) -> None:
+        self.db.execute("UPDATE sessions SET status=?, updated=?, result=COALESCE(?, result) "
+                        "WHERE id=?",
+                        (status, time.time(), json.dumps(result) if result else None, sid))
+
+    # probes
+    def add_probe(self, sid: str, p: ProbeRecord) -> None:
+        self.db.execute(
+                "INSERT INTO probes(session, round, idx, commit_sha, verdict, reason, exit_code, "
+                "build_s, test_s, runs, cached, started, ended, logs, details) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (sid, p.round, p.idx, p.commit, p.verdict.value, p.reason, p.exit_code,
+                 p.build_s, p.test_s, json.dumps(p.runs), int(p.cached), p.started, p.ended,
+                 json.dumps(p.logs), json.dumps(p.details)))
+        self.db.execute("UPDATE sessions SET updated=? WHERE id=?", (time.time(), sid))
+
+    def probes(self, sid: str) -> list[ProbeRecord]:
+        rows = self.db.execute("SELECT * FROM probes WHERE session=? ORDER BY id", (sid,))
+        return [_probe(r) for r in rows.fetchall()]
+
+    def verdicts(self, sid: str) -> dict[int, Verdict]:
+        return {p.idx: p.verdict for p in self.probes(sid)}
+
+    # cache
+    def cache_get(self, key: CacheKey) -> ProbeRecord | None:
+        row = self.db.execute("SELECT * FROM cache WHERE key=?", (key.key,)).fetchone()
+        if row is None:
+            return None
+        return ProbeRecord(round=0, idx=-1, commit=row["commit_sha"],
+                           verdict=Verdict(row["verdict"]), reason=row["reason"],
+                           exit_code=row["exit_code"], build_s=row["build_s"],
+                           test_s=row["test_s"], runs=json.loads(row["runs"]), cached=True,
+                           logs=json.loads(row["logs"]), details=json.loads(row["details"]))
+
+    def cache_put(self, key: CacheKey, p: ProbeRecord) -> None:
+        self.db.execute(
+                "INSERT OR REPLACE INTO cache(key, repo, commit_sha, recipe, test, env, verdict, "
+                "reason, exit_code, build_s, test_s, runs, logs, details, created) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (key.key, key.repo, key.commit, key.recipe, key.test, key.env, p.verdict.value,
+                 p.reason, p.exit_code, p.build_s, p.test_s, json.dumps(p.runs),
+                 json.dumps(p.logs), json.dumps(p.details), time.time()))
+
+    def cache_entries(self) -> Iterator[sqlite3.Row]:
+        yield from self.db.execute("SELECT * FROM cache ORDER BY created")
+
+    # backend bookkeeping (job ids and the like), so a re-run can re-attach
+    def remember(self, sid: str, name: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO jobs(session, name, value) VALUES (?,?,?)",
+                        (sid, name, json.dumps(value)))
+
+    def recall(self, sid: str) -> dict[str, Any]:
+        rows = self.db.execute("SELECT name, value FROM jobs WHERE session=?", (sid,))
+        return {r["name"]: json.loads(r["value"]) for r in rows.fetchall()}
+
+    def forget(self, sid: str, name: str) -> None:
+        self.db.execute("DELETE FROM jobs WHERE session=? AND name=?", (sid, name))
+
+
+def _session(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(id=row["id"], created=row["created"], updated=row["updated"],
+                         status=row["status"], params=json.loads(row["params"]),
+                         candidates=row["candidates"].split("\n") if row["candidates"] else [],
+                         result=json.loads(row["result"]) if row["result"] else None)
+
+
+def _probe(row: sqlite3.Row) -> ProbeRecord:
+    return ProbeRecord(round=row["round"], idx=row["idx"], commit=row["commit_sha"],
+                       verdict=Verdict(row["verdict"]), reason=row["reason"],
+                       exit_code=row["exit_code"], build_s=row["build_s"], test_s=row["test_s"],
+                       runs=json.loads(row["runs"]), cached=bool(row["cached"]),
+                       started=row["started"], ended=row["ended"], logs=json.loads(row["logs"]),
+                       details=json.loads(row["details"]))
+
+
+class StateLock:
+    """An exclusive lock on a state directory, released by the kernel if the holder dies."""
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / "lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> "StateLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise UserError(f"state directory {self.path.parent} is in use by pid {holder}",
+                            hint="wait for that bisect to finish, or pass a different --state") \
+                from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.close(self.fd)
+            self.fd = None

@@ -1,0 +1,62 @@
+"""Real git repositories for the tests and benchmarks, generated with `git fast-import`."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+BUILD = "test ! -e broken && cp behaviour \"$BISECT_ARTIFACTS/out\""
+TEST = "test \"$(cat \"$BISECT_ARTIFACTS/out\")\" = old"
+
+
+def _data(text: str) -> bytes:
+    raw = text.encode()
+    return b"data %d\n" % len(raw) + raw + b"\n"
+
+
+def make_repo(path: Path, n: int, transition: int, unbuildable: set[int] = frozenset(),
+              side_branch_every: int = 0, pr_every: int = 3) -> list[str]:
+    """A history of n first-parent commits; commit i >= transition has the new behaviour.
+
+    Returns the first-parent shas, oldest first. Commits in `unbuildable` carry a
+    file `broken` that makes tests.repos.BUILD fail. With side_branch_every=k, every
+    k-th commit is a merge of a one-commit side branch.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    out = bytearray()
+    mark = 0
+    marks = []
+    for i in range(n):
+        ts = 1_700_000_000 + i * 60
+        side = None
+        if side_branch_every and i and i % side_branch_every == 0:
+            mark += 1
+            side = mark
+            out += b"commit refs/heads/side\nmark :%d\n" % side
+            out += b"author Side <side@example.com> %d +0000\n" % ts
+            out += b"committer Side <side@example.com> %d +0000\n" % ts
+            out += _data(f"side work {i}")
+            out += b"from :%d\n" % marks[-1]
+            out += b"M 644 inline side.txt\n" + _data(f"side {i}\n")
+        mark += 1
+        title = f"change {i}" + (f" (#{1000 + i})" if pr_every and i % pr_every == 0 else "")
+        out += b"commit refs/heads/main\nmark :%d\n" % mark
+        out += b"author Dev %d <dev%d@example.com> %d +0000\n" % (i % 7, i % 7, ts)
+        out += b"committer Dev <dev@example.com> %d +0000\n" % ts
+        out += _data(title)
+        if marks:
+            out += b"from :%d\n" % marks[-1]
+        if side:
+            out += b"merge :%d\n" % side
+        out += b"M 644 inline behaviour\n" + _data("old\n" if i < transition else "new\n")
+        out += b"M 644 inline version.txt\n" + _data(f"{i}\n")
+        if i in unbuildable:
+            out += b"M 644 inline broken\n" + _data("x\n")
+        elif i - 1 in unbuildable:
+            out += b"D broken\n"
+        marks.append(mark)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=bytes(out), check=True)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
+    shas = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.split()
+    return shas
