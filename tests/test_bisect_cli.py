@@ -1,0 +1,309 @@
+"""`bisect-ngc bisect` end to end with the local backend on generated repositories."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bisect_ngc.cli import main
+from bisect_ngc.search import ceil_log, expected_rounds
+from bisect_ngc.store import Store
+
+from .repos import BUILD, TEST, make_repo
+
+# The test also appends the commit to a counter file, so executions can be counted.
+COUNTING_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def bisect_args(repo, state, *extra, test=COUNTING_TEST, build=BUILD):
+    return ["bisect", "--repo", str(repo), "--old", "main~%d" % extra_len(repo), "--new", "main",
+            "--build", build, "--test", test, "--state", str(state), "--quiet", *extra]
+
+
+def extra_len(repo) -> int:
+    out = subprocess.run(["git", "rev-list", "--first-parent", "--count", "main"], cwd=repo,
+                         capture_output=True, text=True, check=True).stdout
+    return int(out) - 1
+
+
+@pytest.fixture
+def counter(tmp_path, monkeypatch):
+    path = tmp_path / "counter"
+    monkeypatch.setenv("COUNTER", str(path))
+    return path
+
+
+def executions(counter: Path) -> list[str]:
+    return counter.read_text().split() if counter.exists() else []
+
+
+def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, capsys):
+    shas = make_repo(tmp_path / "r", 400, 233, set(range(90, 110)) | set(range(300, 312)))
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    assert code == 0
+    res = json.loads(out)
+    assert set(res) >= {"status", "first_new", "last_old", "candidates", "old_outcome",
+                        "new_outcome", "probes", "rounds", "skipped", "cached", "session"}
+    assert (res["status"], res["first_new"], res["last_old"]) == ("found", shas[233], shas[232])
+    assert (res["old_outcome"], res["new_outcome"]) == ("pass", "fail")
+    assert res["cached"] == 0
+    assert res["probes"] == len(executions(counter)) + len(res["skipped"])
+    assert res["first_new_title"] == "change 233"
+
+
+def test_second_identical_run_executes_nothing(tmp_path, counter, capsys):
+    make_repo(tmp_path / "r", 120, 77)
+    args = bisect_args(tmp_path / "r", tmp_path / "st", "--json")
+    code, out, _ = run_cli(args, capsys)
+    first = json.loads(out)
+    before = len(executions(counter))
+    code2, out2, _ = run_cli(args, capsys)
+    second = json.loads(out2)
+    assert code == code2 == 0
+    assert len(executions(counter)) == before
+    assert second["probes"] == 0 and second["cached"] == first["probes"]
+    assert second["first_new"] == first["first_new"]
+    assert second["session"] != first["session"]
+
+
+def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, capsys):
+    shas = make_repo(tmp_path / "r", 200, 150)
+    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"), capsys)
+    before = len(executions(counter))
+    code, out, _ = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", shas[100],
+                            "--new", "main", "--build", BUILD, "--test", COUNTING_TEST,
+                            "--state", str(tmp_path / "st"), "--quiet", "--json"], capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[150]
+    assert res["cached"] >= 2  # at least the new endpoint and the commit found
+    assert len(executions(counter)) - before == res["probes"]
+
+
+@pytest.mark.parametrize("jobs", [2, 4, 8])
+def test_parallel_rounds_stay_within_bound(tmp_path, counter, capsys, jobs):
+    n = 500
+    shas = make_repo(tmp_path / "r", n, 321)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json",
+                                       "--jobs", str(jobs)), capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[321]
+    assert res["rounds"] <= expected_rounds(n, jobs) <= ceil_log(n, jobs + 1) + 1
+    worktrees = list((tmp_path / "st" / "worktrees").iterdir())[0]
+    assert len(list(worktrees.iterdir())) == jobs
+
+
+def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, capsys):
+    unbuildable = set(range(60, 75)) | set(range(190, 198))
+    shas = make_repo(tmp_path / "r", 300, 141, unbuildable)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[141]
+    script = tmp_path / "step.sh"
+    script.write_text("#!/bin/sh\nexport BISECT_ARTIFACTS=$(mktemp -d)\n"
+                      f"echo x >> {tmp_path}/gitcount\n"
+                      f"{BUILD} || exit 125\n{TEST}\n")
+    script.chmod(0o755)
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path / "r", capture_output=True,  # noqa
+                                    text=True, check=True).stdout
+    git("bisect", "start", "--first-parent", "main", shas[0])
+    git("bisect", "run", str(script))
+    git_steps = len((tmp_path / "gitcount").read_text().split())
+    assert res["probes"] <= git_steps + 2, (res["probes"], git_steps)
+
+
+def test_ambiguous_when_skips_straddle_the_transition(tmp_path, counter, capsys):
+    shas = make_repo(tmp_path / "r", 80, 40, {38, 39, 40})
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    res = json.loads(out)
+    assert code == 4 and res["status"] == "ambiguous"
+    assert res["candidates"] == shas[38:42] and shas[40] in res["candidates"]
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st2"), capsys)
+    assert code == 4 and "Ambiguous" in out and shas[39] in out
+
+
+def test_invalid_endpoints(tmp_path, counter, capsys):
+    make_repo(tmp_path / "r", 30, 100)  # no transition: every commit is old
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    res = json.loads(out)
+    assert code == 3 and res["status"] == "invalid-endpoints"
+    assert "both endpoints pass" in res["explanation"]
+    assert res["probes"] == 2
+
+
+def test_finding_a_fix_is_the_same_search(tmp_path, counter, capsys):
+    shas = make_repo(tmp_path / "r", 64, 20)
+    inverted = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ! { ' + TEST + '; }'
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json",
+                                       test=inverted), capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[20]
+    assert (res["old_outcome"], res["new_outcome"]) == ("fail", "pass")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--old", "nope123"], "revision 'nope123' is not in"),
+    (["--old", "--exec=x"], "not a valid git revision"),
+    (["--old", "main", "--new", "main~3"], "is not an ancestor"),
+])
+def test_bad_input_is_one_sentence_and_a_hint(tmp_path, capsys, args, words):
+    make_repo(tmp_path / "r", 10, 5)
+    base = {"--old": "main~9", "--new": "main"}
+    it = iter(args)
+    base.update(dict(zip(it, it)))
+    argv = ["bisect", "--repo", str(tmp_path / "r"), "--test", "true", "--state",
+            str(tmp_path / "st")] + [x for kv in base.items() for x in kv]
+    code, out, err = run_cli(argv, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and words in err and "\nhint: " in err
+
+
+def test_missing_repo_is_bad_input(tmp_path, capsys):
+    code, _, err = run_cli(["bisect", "--repo", str(tmp_path / "nowhere"), "--old", "a",
+                            "--new", "b", "--test", "true", "--state", str(tmp_path)], capsys)
+    assert code == 2 and "does not exist" in err
+
+
+def test_build_failure_is_a_skip_with_its_log_kept(tmp_path, counter, capsys):
+    make_repo(tmp_path / "r", 40, 20, {10})
+    st = tmp_path / "st"
+    run_cli(bisect_args(tmp_path / "r", st, "--jobs", "8"), capsys)
+    store = Store(st)
+    sid = store.latest().id
+    skipped = [p for p in store.probes(sid) if p.verdict.value == "skip"]
+    for p in skipped:
+        assert p.reason == "build failed (exit 1)"
+        assert (st / p.logs["build"]).exists() and not Path(p.logs["build"]).is_absolute()
+    code, out, _ = run_cli(["log", "--state", str(st)], capsys)
+    assert code == 0 and "round" in out
+
+
+def test_env_vars_and_worktree_cwd(tmp_path, capsys):
+    make_repo(tmp_path / "r", 8, 4)
+    check = ('test "$BISECT_COMMIT" = "$(git rev-parse HEAD)" && test "$PWD" = "$BISECT_WORKTREE"'
+             ' && test -d "$BISECT_ARTIFACTS" && ' + TEST)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=check),
+                           capsys)
+    assert code == 0 and json.loads(out)["skipped"] == []
+
+
+def test_timeout_makes_a_skip(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 12, 6)
+    slow = f'if [ "$BISECT_COMMIT" = {shas[6]} ]; then sleep 30; fi; ' + TEST
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", "--timeout",
+                                       "1", test=slow), capsys)
+    res = json.loads(out)
+    assert code == 4 and shas[6] in res["skipped"]
+    probes = Store(tmp_path / "st").probes(res["session"])
+    assert any(p.reason == "test timed out after 1s" for p in probes)
+
+
+def test_flaky_repro_with_repeat_any(tmp_path, counter, capsys):
+    shas = make_repo(tmp_path / "r", 50, 31)
+    # New-behaviour commits fail only on every second run of the same commit.
+    flaky = ('echo "$BISECT_COMMIT" >> "$COUNTER"; '
+             'n=$(grep -c "$BISECT_COMMIT" "$COUNTER"); '
+             'if grep -q new behaviour && [ $((n % 2)) -eq 0 ]; then exit 1; fi; exit 0')
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", "--repeat",
+                                       "2", test=flaky), capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[31]
+    assert res["probes"] == len(executions(counter))
+
+
+def test_plan_builds_nothing(tmp_path, capsys):
+    make_repo(tmp_path / "r", 1000, 5)
+    code, out, _ = run_cli(["plan", "--repo", str(tmp_path / "r"), "--old", "main~999",
+                            "--new", "main", "--test", "true", "--jobs", "4", "--json"], capsys)
+    res = json.loads(out)
+    assert code == 0 and res["candidates"] == 1000
+    assert res["expected_rounds"] == 1 + ceil_log(999, 5)
+    code, out, _ = run_cli(["plan", "--repo", str(tmp_path / "r"), "--old", "main~999",
+                            "--new", "main", "--test", "true"], capsys)
+    assert "1000 candidates" in out and "round(s)" in out
+
+
+def test_status_and_log(tmp_path, counter, capsys):
+    make_repo(tmp_path / "r", 30, 12)
+    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"), capsys)
+    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st")], capsys)
+    assert code == 0 and "found" in out and "30 candidates" in out
+    code, out, _ = run_cli(["log", "--state", str(tmp_path / "st"), "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and rows[0]["round"] == 1 and len(rows) == len(executions(counter))
+    code, _, err = run_cli(["log", "--state", str(tmp_path / "st"), "--session", "zzz"], capsys)
+    assert code == 2 and "not found" in err
+
+
+# --- killed, interrupted, and concurrent runs: real processes -----------------------------
+
+def spawn(args, env):
+    return subprocess.Popen([sys.executable, "-m", "bisect_ngc", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while len(executions(path)) < n:
+        assert time.monotonic() < end, "the bisect never got going"
+        time.sleep(0.05)
+
+
+SLOW_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; sleep 0.4; ' + TEST
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -9), (signal.SIGINT, 130),
+                                      (signal.SIGTERM, 130)])
+def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter, sig, code):
+    shas = make_repo(tmp_path / "r", 200, 111)
+    env = dict(os.environ)
+    args = bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=SLOW_TEST)
+    proc = spawn(args, env)
+    wait_for_lines(counter, 4)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code
+    if sig != signal.SIGKILL:
+        assert "interrupted" in err and "run the same command again to resume" in err
+    first = executions(counter)
+    store = Store(tmp_path / "st")
+    finished = {p.commit for p in store.probes(store.latest().id)}
+    assert store.latest().status == ("running" if sig == signal.SIGKILL else "interrupted")
+    proc = spawn(args, env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[111]
+    again = executions(counter)[len(first):]
+    assert not finished & set(again), "a finished probe ran twice"
+    assert res["probes"] == len(set(executions(counter)))
+
+
+def test_second_process_on_same_state_gets_a_clear_error(tmp_path, counter):
+    make_repo(tmp_path / "r", 200, 111)
+    env = dict(os.environ)
+    args = bisect_args(tmp_path / "r", tmp_path / "st", test=SLOW_TEST)
+    first = spawn(args, env)
+    try:
+        wait_for_lines(counter, 1)
+        second = spawn(args, env)
+        out, err = second.communicate(timeout=30)
+        assert second.returncode == 2
+        assert f"is in use by pid {first.pid}" in err and "hint:" in err
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    proc = spawn(args + ["--json"], env)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and json.loads(out)["status"] == "found"

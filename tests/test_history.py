@@ -1,0 +1,133 @@
+"""Git logic on real repositories made by the tests."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from bisect_ngc.errors import UserError
+from bisect_ngc.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
+
+from .repos import make_repo
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hist") / "r"
+    shas = make_repo(path, 60, 30, side_branch_every=7)
+    return path, shas
+
+
+def test_candidates_follow_first_parent_oldest_first(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    cands = h.candidates(shas[5], shas[50])
+    assert cands == shas[5:51]
+    assert all("side" not in h.info([c])[c].title for c in cands)
+
+
+def test_resolve_short_sha_tags_and_errors(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    assert h.resolve(shas[10][:10]) == shas[10]
+    assert h.resolve("main~2") == shas[-3]
+    with pytest.raises(UserError, match="not in"):
+        h.resolve("deadbeefdeadbeef")
+    with pytest.raises(UserError, match="not a valid git revision"):
+        h.resolve("--upload-pack=evil")
+    with pytest.raises(UserError, match="not a valid git revision"):
+        h.resolve("a b")
+
+
+def test_not_an_ancestor_is_a_clear_error(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    with pytest.raises(UserError, match="not an ancestor"):
+        h.candidates(shas[40], shas[10])
+    with pytest.raises(UserError, match="same commit"):
+        h.candidates(shas[3], shas[3])
+
+
+def test_metadata_and_pr_numbers(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    info = h.info([shas[3], shas[4]])
+    assert info[shas[3]].title == "change 3 (#1003)" and info[shas[3]].pr == 1003
+    assert info[shas[4]].pr is None
+    assert info[shas[3]].author.startswith("Dev 3")
+    assert info[shas[3]].date.startswith("2023-")
+
+
+@pytest.mark.parametrize("message,pr", [
+    ("Fix as_tensor device (#132595)", 132595),
+    ("Revert \"x (#1)\" (#2)", 2),
+    ("Title\n\nBody\nPull Request resolved: https://github.com/pytorch/pytorch/pull/4242\n", 4242),
+    ("No PR here", None),
+])
+def test_parse_pr(message, pr):
+    assert parse_pr(message) == pr
+
+
+def test_validate_rev_accepts_usual_forms():
+    for rev in ("v2.5.0", "main~3", "HEAD^", "origin/main", "b465a5843b", "release/2.5"):
+        assert validate_rev(rev) == rev
+
+
+def test_clone_url_once_and_reuse(repo, tmp_path):
+    path, shas = repo
+    url = f"file://{path}"
+    h1 = History.open(url, tmp_path)
+    assert h1.resolve(shas[20][:12]) == shas[20]
+    clones = list((tmp_path / "repos").iterdir())
+    h2 = History.open(url, tmp_path)
+    assert list((tmp_path / "repos").iterdir()) == clones
+    assert h2.git_dir == h1.git_dir
+
+
+def test_missing_revision_is_fetched_into_the_clone(tmp_path):
+    upstream = tmp_path / "up"
+    make_repo(upstream, 5, 3)
+    h = History.open(f"file://{upstream}", tmp_path / "cache")
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "later"], cwd=upstream,
+                   check=True)
+    new = subprocess.run(["git", "rev-parse", "HEAD"], cwd=upstream, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert h.resolve(new) == new
+
+
+def test_worktrees_are_reused_per_slot(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    wts = Worktrees(h, tmp_path / "wt")
+    a = wts.checkout(0, shas[1])
+    (a / "junk").write_text("x")
+    b = wts.checkout(0, shas[40])
+    assert a == b and (b / "version.txt").read_text() == "40\n"
+    assert not (b / "junk").exists()
+    c = wts.checkout(1, shas[2])
+    assert c != a and (c / "version.txt").read_text() == "2\n"
+
+
+def test_submodules_are_initialised_and_failures_are_checkout_errors(tmp_path, monkeypatch):
+    for k, v in {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
+                 "GIT_CONFIG_VALUE_0": "always"}.items():
+        monkeypatch.setenv(k, v)  # local-path submodules, as CVE-2022-39253 now needs
+    sub = tmp_path / "sub"
+    make_repo(sub, 3, 1)
+    top = tmp_path / "top"
+    make_repo(top, 2, 1)
+    run = lambda *a: subprocess.run(a, cwd=top, check=True, capture_output=True)  # noqa: E731
+    run("git", "submodule", "add", "-q", str(sub), "third_party/sub")
+    run("git", "commit", "-q", "-m", "add submodule")
+    good = subprocess.run(["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True).stdout.strip()
+    run("git", "config", "-f", ".gitmodules", "submodule.third_party/sub.url", str(tmp_path / "gone"))
+    run("git", "commit", "-q", "-am", "point submodule nowhere")
+    subprocess.run(["git", "-C", "third_party/sub", "commit", "-q", "--allow-empty", "-m", "x"], cwd=top, check=True)
+    run("git", "commit", "-q", "-am", "bump submodule to an unpublished commit")
+    bad = subprocess.run(["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True).stdout.strip()
+    h = History.open(str(top), tmp_path)
+    wts = Worktrees(h, tmp_path / "wt")
+    wt = wts.checkout(0, good)
+    assert (wt / "third_party/sub/version.txt").read_text() == "2\n"
+    with pytest.raises(CheckoutError, match="submodule"):
+        wts.checkout(0, bad)
