@@ -128,11 +128,15 @@ class History:
         if old == new:
             raise UserError("the old and new revisions are the same commit",
                             hint="pick two different commits to bisect between")
-        if not self.is_ancestor(old, new):
+        out = self.repo.git.rev_list("--first-parent", "--reverse", "--parents", new, f"^{old}")
+        lines = out.splitlines()
+        # Fast path: OLD is the first parent of the oldest listed commit, so it is an
+        # ancestor on the path; otherwise ask merge-base (slower on big histories).
+        on_path = bool(lines) and lines[0].split()[1:2] == [old]
+        if not on_path and not self.is_ancestor(old, new):
             raise UserError(f"{old[:12]} is not an ancestor of {new[:12]}",
                             hint="swap --old and --new, or pick commits on one line of history")
-        out = self.repo.git.rev_list("--first-parent", "--reverse", new, f"^{old}")
-        return [old] + out.split()
+        return [old] + [line[:line.index(" ")] if " " in line else line for line in lines]
 
     def info(self, shas: list[str]) -> dict[str, CommitInfo]:
         if not shas:
