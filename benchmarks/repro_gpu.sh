@@ -10,8 +10,8 @@ run() {  # run LABEL ARGS...
   local label=$1; shift
   local t0 t1 line rc
   t0=$(date +%s.%N)
-  line=$(python -m repro "$@" 2>"$DEST/stderr_$label.txt" | tail -n 1); rc=$?
-  rc=${PIPESTATUS[0]}
+  python -m repro "$@" >"$DEST/.stdout" 2>"$DEST/.stderr"; rc=$?
+  line=$(tail -n 1 "$DEST/.stdout")
   t1=$(date +%s.%N)
   python - "$label" "$rc" "$t0" "$t1" "$line" >> "$F" <<'PY'
 import json, sys
@@ -24,6 +24,7 @@ d.update(label=label, process_exit=int(rc), process_wall_s=round(float(t1) - flo
 print(json.dumps(d, sort_keys=True))
 PY
   echo "$label: exit $rc"
+  rm -f "$DEST/.stdout" "$DEST/.stderr"
 }
 run default
 run default-again

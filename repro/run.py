@@ -162,7 +162,7 @@ def _step(model, xs, ys, graphed, scope):
               for m, (x, y) in enumerate(zip(xs, ys))]
     for loss in losses:  # backwards first-in first-out, as the capture order says
         loss.backward()
-    return sum(float(loss) for loss in losses)
+    return sum(loss.item() for loss in losses)
 
 
 def _compare(step, loss_g, loss_e, model, reference, rtol, atol):

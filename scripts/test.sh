@@ -9,4 +9,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[test]'
+# The repro's CPU tests need PyTorch (only repro/ does; the tool itself does not).
+.venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/python -m pip install -q 'torch==2.13.0'
 exec .venv/bin/python -m pytest "$@"

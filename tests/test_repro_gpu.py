@@ -1,0 +1,43 @@
+"""The repro's verdicts on a real GPU. Skipped without CUDA; run on the device with
+`python -m pytest tests/test_repro_gpu.py` (see BENCHMARKS.md for the recorded runs)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs PyTorch with CUDA")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU: run on the device machine")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def repro(*args):
+    proc = subprocess.run([sys.executable, "-m", "repro", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_default_works():
+    code, out = repro()
+    assert code == 0 and out["verdict"] == "works" and out["fault_injection"] is False
+    assert out["peak_mem_gib"] < 4
+
+
+def test_emulated_prefix_as_tensor_is_the_data_pointer_failure():
+    code, out = repro("--emulate-prefix-as-tensor")
+    assert code == 1 and out["signature"] == "data-pointer-mismatch"
+    assert out["fault_injection"] is True
+
+
+def test_unrelated_error_cannot_test():
+    code, out = repro("--inject-unrelated-error")
+    assert code == 125 and out["signature"] is None
+
+
+def test_without_weak_refs_the_emulation_is_harmless():
+    code, out = repro("--emulate-prefix-as-tensor", "--no-weak-ref", "--num-layers", "1")
+    assert code == 0
