@@ -15,7 +15,7 @@ import click
 from . import __version__
 from .backends import ProbeRequest
 from .backends.local import LocalBackend
-from .engine import Bisection, Range
+from .engine import Bisection, Range, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_BAD_INPUT, EXIT_FOUND, EXIT_INTERRUPTED,
                      EXIT_INVALID_ENDPOINTS, UserError)
 from .history import CommitInfo, History, Worktrees
@@ -310,9 +310,7 @@ def status(state, session, as_json):
         result = rec.result or {}
         rows.append({
             "session": rec.id, "status": rec.status, "candidates": len(rec.candidates),
-            "probes": sum(max(1, len(p.runs)) for p in probes if not p.cached),
-            "cached": sum(p.cached for p in probes),
-            "rounds": len({p.round for p in probes}),
+            **tally(probes),
             "first_new": result.get("first_new"),
             "updated": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.updated)),
             "labels": rec.params.get("labels", {}),

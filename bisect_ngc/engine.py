@@ -144,6 +144,14 @@ class Bisection:
         return summarize(self.store, self.session.id, self.rng.candidates, result)
 
 
+def tally(probes: list[ProbeRecord]) -> dict[str, int]:
+    """probes: test executions (a commit whose build failed counts once); cached: verdicts
+    taken from the cache; rounds: search steps."""
+    return {"probes": sum(max(1, len(p.runs)) for p in probes if not p.cached),
+            "cached": sum(1 for p in probes if p.cached),
+            "rounds": len({p.round for p in probes})}
+
+
 def summarize(store: Store, sid: str, candidates: list[str], result: Result) -> dict[str, Any]:
     probes = store.probes(sid)
     sha: Callable[[int | None], str | None] = lambda i: None if i is None else candidates[i]
@@ -154,17 +162,10 @@ def summarize(store: Store, sid: str, candidates: list[str], result: Result) -> 
         "candidates": [candidates[i] for i in result.candidates],
         "old_outcome": result.old_outcome.value if result.old_outcome else None,
         "new_outcome": result.new_outcome.value if result.new_outcome else None,
-        "probes": sum(max(1, len(p.runs)) for p in probes if not p.cached),
-        "rounds": len({p.round for p in probes}),
+        **tally(probes),
         "skipped": [candidates[i] for i in result.skipped],
-        "cached": sum(1 for p in probes if p.cached),
         "session": sid,
         "explanation": result.explanation,
         "n_candidates": len(candidates),
     }
 
-
-def state_dir_default() -> Path:
-    import os
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(os.environ.get("BISECT_NGC_STATE") or os.path.join(base, "bisect-ngc"))

@@ -182,12 +182,12 @@ class Store:
     # probes
     def add_probe(self, sid: str, p: ProbeRecord) -> None:
         self.db.execute(
-                "INSERT INTO probes(session, round, idx, commit_sha, verdict, reason, exit_code, "
-                "build_s, test_s, runs, cached, started, ended, logs, details) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (sid, p.round, p.idx, p.commit, p.verdict.value, p.reason, p.exit_code,
-                 p.build_s, p.test_s, json.dumps(p.runs), int(p.cached), p.started, p.ended,
-                 json.dumps(p.logs), json.dumps(p.details)))
+            "INSERT INTO probes(session, round, idx, commit_sha, verdict, reason, exit_code, "
+            "build_s, test_s, runs, cached, started, ended, logs, details) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (sid, p.round, p.idx, p.commit, p.verdict.value, p.reason, p.exit_code,
+             p.build_s, p.test_s, json.dumps(p.runs), int(p.cached), p.started, p.ended,
+             json.dumps(p.logs), json.dumps(p.details)))
         self.db.execute("UPDATE sessions SET updated=? WHERE id=?", (time.time(), sid))
 
     def probes(self, sid: str) -> list[ProbeRecord]:
@@ -210,12 +210,12 @@ class Store:
 
     def cache_put(self, key: CacheKey, p: ProbeRecord) -> None:
         self.db.execute(
-                "INSERT OR REPLACE INTO cache(key, repo, commit_sha, recipe, test, env, verdict, "
-                "reason, exit_code, build_s, test_s, runs, logs, details, created) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (key.key, key.repo, key.commit, key.recipe, key.test, key.env, p.verdict.value,
-                 p.reason, p.exit_code, p.build_s, p.test_s, json.dumps(p.runs),
-                 json.dumps(p.logs), json.dumps(p.details), time.time()))
+            "INSERT OR REPLACE INTO cache(key, repo, commit_sha, recipe, test, env, verdict, "
+            "reason, exit_code, build_s, test_s, runs, logs, details, created) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (key.key, key.repo, key.commit, key.recipe, key.test, key.env, p.verdict.value,
+             p.reason, p.exit_code, p.build_s, p.test_s, json.dumps(p.runs),
+             json.dumps(p.logs), json.dumps(p.details), time.time()))
 
     def cache_entries(self) -> Iterator[sqlite3.Row]:
         yield from self.db.execute("SELECT * FROM cache ORDER BY created")
