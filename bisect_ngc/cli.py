@@ -13,20 +13,22 @@ from typing import Any
 import click
 
 from . import __version__
+from .artifacts import ArtifactStore
 from .backends import ProbeRequest
-from .backends.local import LocalBackend
 from .engine import Bisection, Range, tally
-from .errors import (EXIT_AMBIGUOUS, EXIT_BAD_INPUT, EXIT_FOUND, EXIT_INTERRUPTED,
-                     EXIT_INVALID_ENDPOINTS, UserError)
-from .history import CommitInfo, History, Worktrees
+from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
+                     UserError)
+from .history import CommitInfo, History
 from .progress import make_events
+from .question import Options, docker_recipe, endpoints, make_backend, open_range
+from .releases import UPSTREAM, Catalog
 from .search import RepeatPolicy, expected_probes, expected_rounds
 from .store import StateLock, Store
 
 EXIT_CODES_HELP = """\b
 Exit codes:
   0    found the first commit with the new behaviour
-  2    bad input (unknown revision, missing tool, state in use, ...)
+  2    bad input (unknown release or revision, no Docker engine, state in use, ...)
   3    invalid endpoints (both behave the same, or one cannot be tested)
   4    ambiguous (untestable commits hide the transition; candidates listed)
   130  interrupted; the state is kept and the same command resumes
@@ -37,7 +39,16 @@ The test command follows `git bisect run`:
   exit 0 = pass, 125 = cannot test (skip), 1-127 = fail,
   killed by a signal or by --timeout = skip.
 A failed build is a skip too. Both commands run in the commit's worktree with
-BISECT_COMMIT, BISECT_WORKTREE and BISECT_ARTIFACTS set.
+BISECT_COMMIT, BISECT_WORKTREE and BISECT_ARTIFACTS set (in the container too,
+with --backend docker, where the test also sees the build's artifacts read-only).
+"""
+
+RELEASE_HELP = """\b
+Release mode: --from and --to take an NGC release (24.09), an image
+(nvcr.io/nvidia/pytorch:24.09-py3) or a commit. The repository is PyTorch
+(--torch-repo), the base image is the older release's (--base-image), and each
+probe builds a wheel in that image and runs `python -m repro` on it in a fresh
+container with the GPUs.
 """
 
 
@@ -50,57 +61,98 @@ def default_state(state: Path | None = None) -> Path:
     return state.expanduser().resolve()
 
 
-def default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(os.environ.get("BISECT_NGC_CACHE") or Path(base) / "bisect-ngc")
+def default_cache(cache: Path | None = None) -> Path:
+    if cache is None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = Path(os.environ.get("BISECT_NGC_CACHE") or base / "bisect-ngc")
+    return cache.expanduser().resolve()
 
 
-def state_option(f):
-    return click.option("--state", "state", type=click.Path(path_type=Path), default=None,
-                        help="State directory (sessions, probes, logs, result cache). "
-                             "Default: $BISECT_NGC_STATE or ~/.local/state/bisect-ngc.")(f)
+def _stack(*options):
+    def apply(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return apply
 
 
-def range_options(f):
-    opts = [
-        click.option("--repo", default=".", show_default=True,
-                     help="Local path or clone URL (cloned once into the cache dir)."),
-        click.option("--old", required=True, help="Revision with the old behaviour."),
-        click.option("--new", required=True,
-                     help="Revision with the new behaviour (the search finds the first commit "
-                          "that behaves like it; a fix or a regression alike)."),
-        click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-                     help="Where URL clones are kept. Default: ~/.cache/bisect-ngc."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+state_option = click.option(
+    "--state", type=click.Path(path_type=Path), default=None,
+    help="State directory (sessions, probes, logs, result cache). "
+         "Default: $BISECT_NGC_STATE or ~/.local/state/bisect-ngc.")
+cache_option = click.option(
+    "--cache-dir", type=click.Path(path_type=Path), default=None,
+    help="Clones, build artifacts, ccache and the release overlay. "
+         "Default: $BISECT_NGC_CACHE or ~/.cache/bisect-ngc.")
+
+question_options = _stack(
+    click.option("--repo", default=None,
+                 help="Local path or clone URL of the repository (generic mode; default .)."),
+    click.option("--old", default=None, help="Revision with the old behaviour."),
+    click.option("--new", default=None,
+                 help="Revision with the new behaviour; the search finds the first commit "
+                      "that behaves like it, a fix or a regression alike."),
+    click.option("--from", "from_", default=None,
+                 help="Release mode: the older NGC release, image or commit."),
+    click.option("--to", default=None, help="Release mode: the newer release, image or commit."),
+    click.option("--torch-repo", default=UPSTREAM, show_default=True,
+                 help="PyTorch sources in release mode: a path, or a URL cloned once "
+                      "(blobless) into the cache dir."),
+    click.option("--build", default=None, help="Shell command that builds the commit."),
+    click.option("--test", default=None,
+                 help="Shell command whose exit code is the verdict (release mode: the "
+                      "repro by default)."),
+    click.option("--timeout", type=float, default=None,
+                 help="Seconds one test run may take; past it the run is a skip."),
+    click.option("--build-timeout", type=float, default=None,
+                 help="Seconds one build may take; past it the commit is a skip."),
+    click.option("--no-clean", is_flag=True,
+                 help="Local backend: keep untracked files between probes (incremental "
+                      "builds); the default is `git clean -ffdx`."),
+    click.option("--backend", type=click.Choice(["local", "docker"]), default=None,
+                 help="Where builds and tests run. Default: docker in release mode, else local."),
+    click.option("--image", default=None,
+                 help="Docker backend, generic recipe: the image both commands run in."),
+    click.option("--base-image", default=None,
+                 help="Release mode: build and test in this image instead of the older "
+                      "release's."),
+    click.option("--cuda-arch", default=None,
+                 help="TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's "
+                      "compute capability."),
+    click.option("--max-jobs", type=click.IntRange(1, 1024), default=None,
+                 help="MAX_JOBS for PyTorch builds. Default: the number of CPUs."),
+    click.option("--repro-args", default="",
+                 help="Extra flags for `python -m repro` in release mode, e.g. "
+                      "'--num-layers 2 --seq-length 4096'."),
+    click.option("--gpus", type=click.Choice(["auto", "all", "none"]), default="auto",
+                 show_default=True,
+                 help="GPUs for test containers: all, none, or auto (all when the engine has "
+                      "the nvidia runtime; release mode: all)."),
+    click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+                 help="Test runs per commit, for flaky repros."),
+    click.option("--repeat-policy", type=click.Choice([p.value for p in RepeatPolicy]),
+                 default="any", show_default=True,
+                 help="any: one failing run makes the commit fail (intermittent failures). "
+                      "majority: the commoner of pass/fail wins; a tie is a skip."),
+    cache_option,
+    state_option,
+)
+
+QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
+                 "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
+                 "max_jobs", "repro_args", "gpus")
 
 
-def recipe_options(f):
-    opts = [
-        click.option("--build", default=None, help="Shell command that builds the commit."),
-        click.option("--test", "test_cmd", required=True,
-                     help="Shell command whose exit code is the verdict."),
-        click.option("--timeout", type=float, default=None,
-                     help="Seconds one test run may take; past it the run is a skip."),
-        click.option("--build-timeout", type=float, default=None,
-                     help="Seconds one build may take; past it the commit is a skip."),
-        click.option("--no-clean", is_flag=True,
-                     help="Keep untracked files in the worktree between probes "
-                          "(incremental builds); the default is `git clean -ffdx`."),
-        click.option("--backend", type=click.Choice(["local"]), default="local",
-                     show_default=True, help="Where builds and tests run."),
-        click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
-                     help="Test runs per commit, for flaky repros."),
-        click.option("--repeat-policy", type=click.Choice([p.value for p in RepeatPolicy]),
-                     default="any", show_default=True,
-                     help="any: one failing run makes the commit fail (intermittent failures). "
-                          "majority: the commoner of pass/fail wins; a tie is a skip."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+def _options(params: dict[str, Any]) -> Options:
+    opts = Options(cache_dir=default_cache(params["cache_dir"]),
+                   state=default_state(params["state"]),
+                   **{k: params[k] for k in QUESTION_KEYS})
+    opts.check()
+    return opts
+
+
+def _say(text: str) -> None:
+    click.echo(f"[bisect-ngc] {text}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -109,100 +161,88 @@ def cli() -> None:
     """Find the upstream commit that changed a repro's behaviour.
 
     \b
-    Bisect any git repository with a build and a test command:
+    Between two NGC PyTorch releases (Docker, GPUs and nvcr.io access needed):
+      bisect-ngc bisect --from 24.09 --to 24.10
+    Any git repository, with a build and a test command:
       bisect-ngc bisect --repo PATH --old GOOD --new BAD --build 'make' --test './check'
-    Dry run (counts candidates, probes and rounds; builds nothing):
-      bisect-ngc plan --repo PATH --old GOOD --new BAD --test './check'
-    Look at past and running sessions:
+    Dry run (candidates, probes, rounds, base image and recipe; builds nothing):
+      bisect-ngc plan --from 24.09 --to 24.10
+    The release catalog:
+      bisect-ngc releases ; bisect-ngc resolve 24.09
+    Sessions:
       bisect-ngc status ; bisect-ngc log
     """
 
 
-def _open_range(repo: str, old: str, new: str, cache_dir: Path | None) -> Range:
-    history = History.open(repo, cache_dir or default_cache())
-    old_sha, new_sha = history.resolve(old), history.resolve(new)
-    candidates = history.candidates(old_sha, new_sha)
-    return Range(history, old_sha, new_sha, candidates, history.identity(new_sha),
-                 {"old": old, "new": new})
-
-
-def _make_backend(name: str, rng: Range, state: Path, opts: dict[str, Any]) -> LocalBackend:
-    worktrees = Worktrees(rng.history, state / "worktrees" / rng.repo_id[:12])
-    return LocalBackend(worktrees, build=opts["build"], test=opts["test_cmd"],
-                        timeout=opts["timeout"], build_timeout=opts["build_timeout"],
-                        clean=not opts["no_clean"])
-
-
-@cli.command(epilog=EXIT_CODES_HELP + "\n" + VERDICT_HELP)
-@range_options
-@recipe_options
+@cli.command(epilog=EXIT_CODES_HELP + "\n" + VERDICT_HELP + "\n" + RELEASE_HELP)
+@question_options
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Probes per round, each in its own worktree; a round splits the range "
                    "into jobs+1 parts.")
-@state_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def bisect(repo, old, new, cache_dir, build, test_cmd, timeout, build_timeout, no_clean, backend,
-           repeat, repeat_policy, jobs, state, as_json, quiet):
-    """Bisect between OLD and NEW on the first-parent path.
+@click.pass_context
+def bisect(ctx, jobs, as_json, quiet, repeat, repeat_policy, **params):
+    """Bisect between two revisions or releases on the first-parent path.
 
     Both endpoints are tested first. Killed or interrupted, the same command resumes
     where it stopped; verdicts are cached, so a repeated or overlapping bisection reuses
-    them.
+    them, and with --backend docker built wheels are reused across sessions.
     """
-    state = default_state(state)
-    opts = dict(build=build, test_cmd=test_cmd, timeout=timeout, build_timeout=build_timeout,
-                no_clean=no_clean)
-    with StateLock(state):
-        store = Store(state)
-        rng = _open_range(repo, old, new, cache_dir)
-        backend_obj = _make_backend(backend, rng, state, opts)
-        backend_obj.prepare()
+    opts = _options(params)
+    with StateLock(opts.state):
+        store = Store(opts.state)
+        catalog = Catalog.load(opts.cache_dir)
+        old, new = endpoints(opts, catalog)
+        rng = open_range(opts, old, new)
+        backend = make_backend(opts, rng, old, new, _say)
+        for note in opts.notes:
+            _say(note)
+        backend.prepare()
         events = make_events(jobs, quiet or as_json and not sys.stderr.isatty())
-        bis = Bisection(store, rng, backend_obj, jobs=jobs, repeat=repeat,
+        bis = Bisection(store, rng, backend, jobs=jobs, repeat=repeat,
                         policy=RepeatPolicy(repeat_policy), events=events,
-                        extra={"command": _command_line()})
+                        extra={"probe_argv": _probe_argv(ctx)})
         try:
             summary = bis.run()
         except KeyboardInterrupt:
             sid = bis.session.id if bis.session else "?"
-            raise UserError(f"interrupted; session {sid} is kept in {state}",
+            raise UserError(f"interrupted; session {sid} is kept in {opts.state}",
                             hint="run the same command again to resume",
                             code=EXIT_INTERRUPTED) from None
     infos = rng.history.info([s for s in (summary["first_new"], summary["last_old"]) if s])
-    _attach_info(summary, infos)
+    first = infos.get(summary["first_new"] or "")
+    summary.update(first_new_title=first.title if first else None,
+                   first_new_pr=first.pr if first else None)
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        _print_summary(summary, infos, rng, opts, state)
+        _print_summary(summary, infos, _probe_argv(ctx))
     return {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
             "invalid-endpoints": EXIT_INVALID_ENDPOINTS}[summary["status"]]
 
 
-def _command_line() -> list[str]:
-    return ["bisect-ngc"] + sys.argv[1:]
+def _probe_argv(ctx: click.Context) -> list[str]:
+    """The `bisect-ngc probe` command line that re-runs one probe of this question."""
+    argv = ["bisect-ngc", "probe"]
+    for param in ctx.command.params:
+        if param.name in ("jobs", "as_json", "quiet") or not isinstance(param, click.Option):
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default or value is False:
+            continue
+        flag = param.opts[0]
+        if param.name in ("state", "cache_dir"):
+            value = str(Path(value).expanduser().resolve())
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
 
 
-def _attach_info(summary: dict[str, Any], infos: dict[str, CommitInfo]) -> None:
-    first = infos.get(summary["first_new"] or "")
-    summary["first_new_title"] = first.title if first else None
-    summary["first_new_pr"] = first.pr if first else None
-
-
-def _reproduce(rng: Range, opts: dict[str, Any], state: Path, sha: str) -> str:
-    argv = ["bisect-ngc", "probe", "--repo", rng.history.origin, "--commit", sha,
-            "--test", opts["test_cmd"], "--state", str(state)]
-    if opts["build"]:
-        argv += ["--build", opts["build"]]
-    if opts["timeout"]:
-        argv += ["--timeout", f"{opts['timeout']:g}"]
-    return shlex.join(argv)
-
-
-def _print_summary(summary, infos, rng, opts, state) -> None:
+def _print_summary(summary: dict[str, Any], infos: dict[str, CommitInfo],
+                   probe_argv: list[str]) -> None:
     status = summary["status"]
-    tally = (f"{summary['probes']} probe(s), {summary['cached']} from cache, "
-             f"{summary['rounds']} round(s), session {summary['session']}")
+    tally_line = (f"{summary['probes']} probe(s), {summary['cached']} from cache, "
+                  f"{summary['rounds']} round(s), session {summary['session']}")
     if status == "found":
         first, last = infos[summary["first_new"]], infos.get(summary["last_old"])
         pr = f" (#{first.pr})" if first.pr else ""
@@ -212,82 +252,132 @@ def _print_summary(summary, infos, rng, opts, state) -> None:
         if last:
             click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
                        f"{last.short} {last.title}")
-        click.echo(tally)
+        click.echo(tally_line)
         click.echo("Reproduce the verdicts:")
-        click.echo("  " + _reproduce(rng, opts, state, first.sha))
-        if last:
-            click.echo("  " + _reproduce(rng, opts, state, last.sha))
+        for info in (first, last):
+            if info:
+                click.echo("  " + shlex.join(probe_argv + ["--commit", info.sha]))
     elif status == "ambiguous":
         click.echo(f"Ambiguous: {summary['explanation']}. The first new-behaviour commit is "
                    "one of:")
         for sha in summary["candidates"]:
             click.echo(f"  {sha}")
-        click.echo(tally)
+        click.echo(tally_line)
     else:
         click.echo(f"Invalid endpoints: {summary['explanation']}.")
-        click.echo(tally)
+        click.echo(tally_line)
 
 
-@cli.command(epilog=VERDICT_HELP)
-@range_options
-@recipe_options
+@cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
+@question_options
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--show-recipe", is_flag=True, help="Print the rendered build and test scripts.")
 @click.option("--json", "as_json", is_flag=True)
-def plan(repo, old, new, cache_dir, build, test_cmd, timeout, build_timeout, no_clean, backend,
-         repeat, repeat_policy, jobs, as_json):
-    """Dry run: count candidates and the probes and rounds to expect. Builds nothing."""
-    rng = _open_range(repo, old, new, cache_dir)
-    n = len(rng.candidates)
-    infos = rng.history.info([rng.old, rng.new])
-    out = {
-        "candidates": n, "old": rng.old, "new": rng.new,
-        "old_title": infos[rng.old].title, "new_title": infos[rng.new].title,
-        "jobs": jobs, "repeat": repeat,
-        "expected_rounds": expected_rounds(n, jobs),
-        "expected_probes": expected_probes(n, jobs) * repeat,
-        "backend": backend, "build": build, "test": test_cmd,
-    }
+def plan(jobs, show_recipe, as_json, repeat, repeat_policy, **params):
+    """Dry run: candidates, expected probes and rounds, base image and recipe. Builds
+    nothing and starts no container."""
+    opts = _options(params)
+    catalog = Catalog.load(opts.cache_dir)
+    old, new = endpoints(opts, catalog)
+    out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
+                           "endpoints": {}}
+    for side, ep in (("old", old), ("new", new)):
+        out["endpoints"][side] = {"label": ep.label, "kind": ep.kind, "rev": ep.rev,
+                                  "image": ep.image,
+                                  "release": ep.release.as_dict() if ep.release else None}
+    try:
+        rng = open_range(opts, old, new)
+    except UserError as exc:
+        if not opts.release_mode:
+            raise
+        out.update(candidates=None, candidates_error=f"{exc.message} ({exc.hint})")
+    else:
+        n = len(rng.candidates)
+        infos = rng.history.info([rng.old, rng.new])
+        out.update(candidates=n, expected_rounds=expected_rounds(n, jobs),
+                   expected_probes=expected_probes(n, jobs) * repeat)
+        for side, sha in (("old", rng.old), ("new", rng.new)):
+            out["endpoints"][side].update(commit=sha, title=infos[sha].title)
+    if opts.backend_name == "docker":
+        recipe = docker_recipe(opts, old, new)
+        out["recipe"] = {"base_image": recipe.image, "build_image": recipe.build_image or
+                         recipe.image, "build": recipe.build, "test": recipe.test,
+                         "build_dockerfile": recipe.build_dockerfile,
+                         "settings": recipe.build_settings, "gpus": recipe.gpus}
+    else:
+        out["recipe"] = {"build": opts.build, "test": opts.test}
+    out["notes"] = opts.notes
     if as_json:
         click.echo(json.dumps(out))
         return 0
-    click.echo(f"{n} candidates on the first-parent path")
-    click.echo(f"  old {rng.old[:12]} {out['old_title']}")
-    click.echo(f"  new {rng.new[:12]} {out['new_title']}")
-    click.echo(f"Expected without skips: {out['expected_rounds']} round(s), at most "
-               f"{out['expected_probes']} probe(s) with --jobs {jobs} --repeat {repeat}")
-    click.echo(f"Backend {backend}: build {build!r}, test {test_cmd!r}")
+    _print_plan(out, show_recipe)
     return 0
 
 
-@cli.command()
-@click.option("--repo", default=".", show_default=True)
+def _print_plan(out: dict[str, Any], show_recipe: bool) -> None:
+    for side in ("old", "new"):
+        ep = out["endpoints"][side]
+        rel = ep["release"]
+        what = f"release {rel['name']} ({ep['image']}, torch {rel['torch_version']})" if rel \
+            else ep["label"]
+        commit = ep.get("commit") or ep["rev"]
+        title = f" {ep['title']}" if ep.get("title") else ""
+        click.echo(f"{side}: {what}\n     commit {commit}{title}")
+    if out.get("candidates") is None:
+        click.echo(f"candidates: unknown: {out.get('candidates_error')}")
+    else:
+        click.echo(f"{out['candidates']} candidates on the first-parent path; without skips "
+                   f"expect {out['expected_rounds']} round(s), at most "
+                   f"{out['expected_probes']} probe(s) with --jobs {out['jobs']}")
+    recipe = out["recipe"]
+    click.echo(f"backend: {out['backend']}")
+    if out["backend"] == "docker":
+        click.echo(f"base image: {recipe['base_image']}")
+        click.echo(f"build image: {recipe['build_image']}")
+        for key, value in sorted(recipe["settings"].items()):
+            click.echo(f"  {key}: {value}")
+    if show_recipe or out["backend"] != "docker":
+        click.echo(f"build:\n{_indent(recipe['build'])}\ntest:\n{_indent(recipe['test'])}")
+        if recipe.get("build_dockerfile"):
+            click.echo(f"build image Dockerfile:\n{_indent(recipe['build_dockerfile'])}")
+    else:
+        click.echo("(--show-recipe prints the rendered build and test scripts)")
+    for note in out["notes"]:
+        click.echo(f"note: {note}")
+
+
+def _indent(text: str | None) -> str:
+    return "\n".join("    " + line for line in (text or "(none)").rstrip().splitlines())
+
+
+@cli.command(epilog=VERDICT_HELP)
+@question_options
 @click.option("--commit", required=True, help="The revision to build and test.")
-@recipe_options
-@state_option
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None)
-def probe(repo, commit, build, test_cmd, timeout, build_timeout, no_clean, backend, repeat,
-          repeat_policy, state, cache_dir):
-    """Build and test one commit now (no cache) and exit with its verdict: 0 pass, 1 fail,
-    125 skip."""
-    state = default_state(state)
-    opts = dict(build=build, test_cmd=test_cmd, timeout=timeout, build_timeout=build_timeout,
-                no_clean=no_clean)
-    with StateLock(state):
-        store = Store(state)
-        history = History.open(repo, cache_dir or default_cache())
+def probe(commit, repeat, repeat_policy, **params):
+    """Build and test one commit now, bypassing the result cache, and exit with its
+    verdict: 0 pass, 1 fail, 125 skip. Takes the same options as `bisect`, which prints
+    the probe commands that re-check its answer."""
+    if not (params["old"] or params["from_"]):
+        params.update(old=commit, new=commit)
+    opts = _options(params)
+    with StateLock(opts.state):
+        store = Store(opts.state)
+        old, new = endpoints(opts, Catalog.load(opts.cache_dir))
+        spec = opts.torch_repo if opts.release_mode else (opts.repo or ".")
+        history = History.open(spec, opts.cache_dir)
         sha = history.resolve(commit)
         rng = Range(history, sha, sha, [sha], history.identity(sha), {"commit": commit})
-        backend_obj = _make_backend(backend, rng, state, opts)
-        backend_obj.prepare()
+        backend = make_backend(opts, rng, old, new, _say)
+        backend.prepare()
         sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
         req = ProbeRequest(session=sid, commit=sha, index=0, slot=0, runs=repeat,
                            policy=RepeatPolicy(repeat_policy),
                            log_dir=store.root / "logs" / sid / sha[:12],
                            artifacts=store.root / "artifacts" / "probe" / sha)
         try:
-            (_, outcome), = list(backend_obj.run_round([req], lambda r, p: None))
+            (_, outcome), = list(backend.run_round([req], lambda r, p: None))
         except KeyboardInterrupt:
-            backend_obj.cancel()
+            backend.cancel()
             raise
     why = f" ({outcome.reason})" if outcome.reason else ""
     click.echo(f"{sha[:12]}: {outcome.verdict.value}{why}")
@@ -356,6 +446,159 @@ def log(state, session, as_json):
         why = f" ({p.reason})" if p.reason else ""
         click.echo(f"  round {p.round:>2}  {p.commit[:12]}  {p.idx:>6}/{n - 1}  "
                    f"{p.verdict.value:<4}{why}{tag}{timing}")
+    return 0
+
+
+# --- the release catalog ------------------------------------------------------------
+
+@cli.command()
+@click.option("--containing", default=None, metavar="SHA",
+              help="List the releases whose PyTorch commit contains SHA (needs the PyTorch "
+                   "repository: --torch-repo).")
+@click.option("--torch-repo", default=UPSTREAM, show_default=True)
+@cache_option
+@click.option("--json", "as_json", is_flag=True)
+def releases(containing, torch_repo, cache_dir, as_json):
+    """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
+
+    Verification: V2 = two public copies agree, V1 = one, U = unverified, live = read
+    from the image with `resolve --image`. Releases that ship the same commit are marked.
+    """
+    cache = default_cache(cache_dir)
+    catalog = Catalog.load(cache)
+    rows = []
+    shipped: dict[str, str] = {}
+    if containing:
+        history = History.open(torch_repo, cache)
+        sha = history.resolve(containing)
+        shipped = _containing(history, sha, catalog)
+    for rel in catalog.all():
+        row = rel.as_dict()
+        row["same_commit_as"] = catalog.same_commit(rel)
+        if containing:
+            row["contains"] = shipped[rel.name]
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="NGC PyTorch releases" + (f" containing {containing}" if containing
+                                                   else ""))
+    for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
+            (["contains"] if containing else []):
+        table.add_column(col)
+    for row in rows:
+        note = f"same commit as {', '.join(row['same_commit_as'])}" if row["same_commit_as"] \
+            else ""
+        cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
+                 row["torch_commit"][:12] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
+                 f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
+                 row["python"] or "?", note]
+        if containing:
+            cells.append(row["contains"])
+        table.add_row(*cells)
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    if containing:
+        first = next((r["name"] for r in rows if r["contains"] == "yes"), None)
+        click.echo(f"first shipped in NGC {first}" if first else
+                   "not shipped in any release of the catalog")
+    return 0
+
+
+def _containing(history: History, sha: str, catalog: Catalog) -> dict[str, str]:
+    out = {}
+    for rel in catalog.all():
+        if not rel.torch_commit:
+            out[rel.name] = "unknown"
+            continue
+        try:
+            commit = history.resolve(rel.torch_commit)
+        except UserError:
+            out[rel.name] = "unknown"
+            continue
+        out[rel.name] = "yes" if history.is_ancestor(sha, commit) else "no"
+    return out
+
+
+@cli.command()
+@click.argument("release", required=False)
+@click.option("--image", default=None, help="Read the facts live from this image (needs Docker).")
+@cache_option
+@click.option("--json", "as_json", is_flag=True)
+def resolve(release, image, cache_dir, as_json):
+    """Print one release's facts, or read them live from an image.
+
+    With --image the image is run once (python -c ...) to read torch.__version__,
+    torch.version.git_version, torch.version.cuda and the TE version; the result goes
+    into the local catalog overlay, so --from/--to accept that image afterwards.
+    """
+    cache = default_cache(cache_dir)
+    catalog = Catalog.load(cache)
+    if bool(release) == bool(image):
+        raise UserError("give either a release (e.g. 24.09) or --image IMAGE",
+                        hint="bisect-ngc resolve 24.09, or bisect-ngc resolve --image IMG")
+    if image:
+        from .backends.docker import read_image_facts
+        from .releases import release_from_facts
+        rel = release_from_facts(image, read_image_facts(image, _say))
+        catalog.remember(rel)
+    else:
+        rel = catalog.get(release)
+    row = dict(rel.as_dict(), same_commit_as=catalog.same_commit(rel))
+    if as_json:
+        click.echo(json.dumps(row))
+        return 0
+    width = max(len(k) for k in row)
+    for key, value in row.items():
+        if isinstance(value, list):
+            value = ", ".join(value) or "-"
+        click.echo(f"{key:<{width}}  {value if value != '' else '?'}")
+    return 0
+
+
+# --- the artifact cache ---------------------------------------------------------------
+
+@cli.group()
+def cache():
+    """Built artifacts (wheels), shared across sessions and backends."""
+
+
+@cache.command("ls")
+@cache_option
+@click.option("--json", "as_json", is_flag=True)
+def cache_ls(cache_dir, as_json):
+    """List the stored builds: key, commit, image, age, size."""
+    store = ArtifactStore(default_cache(cache_dir) / "artifacts")
+    rows = [{"key": a.key, "commit": a.meta.get("commit"), "image": a.meta.get("image"),
+             "created": a.meta.get("created"), "build_s": a.meta.get("build_s"),
+             "bytes": a.size} for a in store.entries()]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return 0
+    if not rows:
+        click.echo(f"no artifacts in {store.root}")
+    for r in rows:
+        age = (time.time() - (r["created"] or 0)) / 86400
+        click.echo(f"{r['key']}  {str(r['commit'])[:12]}  {r['image']}  {age:.1f} days  "
+                   f"{r['bytes'] / 2**20:.1f} MiB")
+    return 0
+
+
+@cache.command("prune")
+@cache_option
+@click.option("--older-than", type=click.FloatRange(min=0), default=None, metavar="DAYS",
+              help="Remove only builds older than this many days.")
+@click.option("--all", "everything", is_flag=True, help="Remove every build.")
+def cache_prune(cache_dir, older_than, everything):
+    """Remove stored builds: those older than --older-than DAYS, or --all."""
+    if older_than is None and not everything:
+        raise UserError("say what to remove: --older-than DAYS or --all",
+                        hint="bisect-ngc cache ls shows what is there")
+    store = ArtifactStore(default_cache(cache_dir) / "artifacts")
+    count, freed = store.prune(None if everything else older_than * 86400)
+    click.echo(f"removed {count} build(s), {freed / 2**20:.1f} MiB" if count
+               else "nothing to remove")
     return 0
 
 

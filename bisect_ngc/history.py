@@ -173,7 +173,7 @@ def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
         git.Repo.clone_from(url, partial, multi_options=options)
     except git.GitCommandError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        raise UserError(f"could not clone {url}: {exc.stderr.strip().splitlines()[-1:] or exc}",
+        raise UserError(f"could not clone {url}: {_last_line(exc)}",
                         hint="check the URL and your network, or pass a local path") from None
     partial.rename(dest)
     return git.Repo(dest)
@@ -219,5 +219,6 @@ class CheckoutError(Exception):
 
 
 def _last_line(exc: git.GitCommandError) -> str:
-    text = (exc.stderr or str(exc)).strip().splitlines()
-    return text[-1] if text else "git error"
+    lines = [ln.strip(" '\"") for ln in (exc.stderr or str(exc)).strip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else "git error"

@@ -6,11 +6,13 @@ host, a container, a cluster); it knows nothing of the search.
 """
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from ..search import RepeatPolicy, Verdict
+from ..search import RepeatPolicy, Verdict, combine_runs, runs_settled
 
 PhaseCallback = Callable[["ProbeRequest", str], None]
 
@@ -79,3 +81,74 @@ def verdict_from_exit(code: int | None) -> tuple[Verdict, str]:
     if code < 0:
         return Verdict.SKIP, f"test killed by signal {-code}"
     return Verdict.SKIP, f"test exited {code} (above 127: treated as a crash)"
+
+
+class Cancelled(Exception):
+    """The run was interrupted; the probe's outcome must not be recorded."""
+
+
+@dataclass
+class TestRun:
+    verdict: Verdict
+    reason: str
+    exit_code: int | None
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class ThreadedRounds:
+    """run_round for backends that drive each probe from a thread of this process."""
+
+    def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        raise NotImplementedError
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        pool = ThreadPoolExecutor(max_workers=max(1, len(requests)))
+        try:
+            futures = {pool.submit(self._guarded, req, on_phase): req for req in requests}
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _guarded(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        try:
+            return self._probe(req, on_phase)
+        except Cancelled:
+            return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
+
+
+def run_tests(req: ProbeRequest, on_phase: PhaseCallback,
+              run_once: Callable[[int], TestRun]) -> ProbeOutcome:
+    """Up to req.runs test executions, stopping once the verdict is settled."""
+    runs: list[TestRun] = []
+    for i in range(1, req.runs + 1):
+        on_phase(req, "test" if req.runs == 1 else f"test {i}/{req.runs}")
+        runs.append(run_once(i))
+        if runs_settled([r.verdict for r in runs], req.runs, req.policy):
+            break
+    verdicts = [r.verdict for r in runs]
+    verdict = combine_runs(verdicts, req.policy)
+    reason = ""
+    if verdict is Verdict.SKIP:
+        reason = next((r.reason for r in runs if r.verdict is Verdict.SKIP and r.reason),
+                      "repeated runs split evenly between pass and fail")
+    last = runs[-1]
+    deciding = next((r for r in runs if r.verdict is verdict), last)
+    return ProbeOutcome(verdict, reason, exit_code=deciding.exit_code,
+                        test_s=sum(r.seconds for r in runs), runs=verdicts,
+                        details=deciding.details)
+
+
+def last_json_line(text: str) -> dict[str, Any]:
+    """The repro protocol's last stdout line, if it is a JSON object."""
+    for line in reversed(text.strip().splitlines()[-5:]):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}

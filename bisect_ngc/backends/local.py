@@ -7,17 +7,13 @@ import socket
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..history import CheckoutError, Worktrees
-from ..search import Verdict, combine_runs, runs_settled
-from . import PhaseCallback, ProbeOutcome, ProbeRequest, verdict_from_exit
-
-
-class Cancelled(Exception):
-    pass
+from ..search import Verdict
+from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
+               last_json_line, run_tests, verdict_from_exit)
 
 
 class ProcessRunner:
@@ -77,7 +73,7 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-class LocalBackend:
+class LocalBackend(ThreadedRounds):
     name = "local"
 
     def __init__(self, worktrees: Worktrees, *, build: str | None, test: str,
@@ -108,26 +104,10 @@ class LocalBackend:
     def prepare(self) -> None:
         pass
 
-    def run_round(self, requests: Sequence[ProbeRequest],
-                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
-        pool = ThreadPoolExecutor(max_workers=max(1, len(requests)))
-        try:
-            futures = {pool.submit(self._probe, req, on_phase): req for req in requests}
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
     def cancel(self) -> None:
         self.runner.cancel()
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
-        try:
-            return self._probe_inner(req, on_phase)
-        except Cancelled:
-            return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
-
-    def _probe_inner(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         on_phase(req, "checkout")
         try:
             with self._checkout_lock:
@@ -135,8 +115,7 @@ class LocalBackend:
         except CheckoutError as exc:
             return ProbeOutcome(Verdict.SKIP, str(exc))
         req.artifacts.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, BISECT_COMMIT=req.commit, BISECT_WORKTREE=str(wt),
-                   BISECT_ARTIFACTS=str(req.artifacts))
+        env = dict(os.environ, **probe_env(req, wt))
         logs: dict[str, Path] = {}
         build_s = None
         if self.build_cmd:
@@ -150,31 +129,28 @@ class LocalBackend:
                           else f"build failed (exit {code})")
                 return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, build_s=build_s,
                                     logs=logs)
-        return self._tests(req, on_phase, wt, env, logs, build_s)
 
-    def _tests(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path, env: dict[str, str],
-               logs: dict[str, Path], build_s: float | None) -> ProbeOutcome:
-        runs: list[Verdict] = []
-        reasons: list[str] = []
-        test_s = 0.0
-        code: int | None = None
-        for i in range(1, req.runs + 1):
-            on_phase(req, "test" if req.runs == 1 else f"test {i}/{req.runs}")
-            logs[f"test-{i}"] = req.log_dir / f"test-{i}.log"
-            code, secs, timed_out = self.runner.run(
-                ["/bin/sh", "-c", self.test_cmd], cwd=wt, env=env, log=logs[f"test-{i}"],
-                timeout=self.timeout)
-            test_s += secs
+        def once(i: int) -> TestRun:
+            logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
+            code, secs, timed_out = self.runner.run(["/bin/sh", "-c", self.test_cmd], cwd=wt,
+                                                    env=env, log=log, timeout=self.timeout)
             verdict, reason = verdict_from_exit(code)
             if timed_out:
                 verdict, reason = Verdict.SKIP, f"test timed out after {self.timeout:g}s"
-            runs.append(verdict)
-            reasons.append(reason)
-            if runs_settled(runs, req.runs, req.policy):
-                break
-        verdict = combine_runs(runs, req.policy)
-        reason = next((r for v, r in zip(runs, reasons) if v is Verdict.SKIP and r), "")
-        if verdict is Verdict.SKIP and len(runs) > 1 and Verdict.SKIP not in runs:
-            reason = "repeated runs split evenly between pass and fail"
-        return ProbeOutcome(verdict, reason if verdict is Verdict.SKIP else "", exit_code=code,
-                            build_s=build_s, test_s=test_s, runs=runs, logs=logs)
+            return TestRun(verdict, reason, code, secs, last_json_line(_tail(log)))
+
+        outcome = run_tests(req, on_phase, once)
+        outcome.build_s, outcome.logs = build_s, logs
+        return outcome
+
+
+def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
+    return {"BISECT_COMMIT": req.commit, "BISECT_WORKTREE": str(worktree),
+            "BISECT_ARTIFACTS": str(req.artifacts)}
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - size))
+        return f.read().decode(errors="replace")

@@ -1,0 +1,341 @@
+"""Build and test in containers through the docker SDK.
+
+Each probe builds in a container of the build image with the commit's worktree, the git
+directory, a ccache directory and (optionally) a per-slot build tree mounted at the same
+paths as on the host, so BISECT_* paths mean the same inside and out. The build writes
+into $BISECT_ARTIFACTS, a content-addressed entry reused by later sessions. The test runs
+in a fresh container of the base image that sees the artifacts read-only, with GPUs,
+--ipc=host and NGC's ulimits.
+"""
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest, Ulimit
+
+from ..artifacts import ArtifactStore
+from ..errors import UserError
+from ..history import CheckoutError, Worktrees
+from ..search import Verdict
+from ..store import digest
+from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
+               last_json_line, run_tests, verdict_from_exit)
+from .local import probe_env
+
+LABEL = "bisect-ngc"
+NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
+               Ulimit(name="stack", soft=67108864, hard=67108864)]
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    container: str
+    read_only: bool = True
+
+
+@dataclass
+class DockerRecipe:
+    """What runs where: the generic recipe; the PyTorch preset fills it in."""
+
+    image: str                              # the base image (tests run in it)
+    build: str | None
+    test: str
+    build_image: str | None = None          # defaults to the base image
+    build_dockerfile: str | None = None     # how to make build_image (legacy builder)
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    build_settings: dict[str, Any] = field(default_factory=dict)
+    build_tree: bool = False                # mount a persistent build/ per slot
+    expect_torch_commit: bool = False       # the test's JSON must report the probed commit
+    gpus: str = "auto"                      # auto | all | none
+
+
+def connect() -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except DockerException as exc:
+        raise UserError(f"cannot reach the Docker engine: {_short(exc)}",
+                        hint="start dockerd (scripts/docker-up.sh sets one up), or point "
+                             "DOCKER_HOST at a running engine") from None
+    return client
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1][:300] if text else type(exc).__name__
+
+
+class DockerBackend(ThreadedRounds):
+    name = "docker"
+
+    def __init__(self, worktrees: Worktrees, recipe: DockerRecipe, *, artifacts: ArtifactStore,
+                 cache_dir: Path, state_dir: Path, timeout: float | None = None,
+                 build_timeout: float | None = None, say: Callable[[str], None] | None = None,
+                 client: docker.DockerClient | None = None):
+        self.worktrees = worktrees
+        self.recipe_ = recipe
+        self.artifacts = artifacts
+        self.cache_dir = cache_dir
+        self.timeout = timeout
+        self.build_timeout = build_timeout
+        self.say = say or (lambda text: None)
+        self.client = client
+        self.state_label = digest(str(state_dir))[:12]
+        self.image_digest = ""
+        self.use_gpus = recipe.gpus == "all"
+        self.session = ""
+        self.cancelled = threading.Event()
+        self._containers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._checkout_lock = threading.Lock()
+
+    # --- the interface -------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        r = self.recipe_
+        return {"backend": self.name, "image": r.image, "image_digest": self.image_digest,
+                "build_image": r.build_image or r.image, "build": r.build, "test": r.test,
+                "build_settings": r.build_settings, "gpus": r.gpus, "timeout": self.timeout}
+
+    def environment(self) -> str:
+        return f"docker:{self.image_digest or self.recipe_.image}:gpus={self.use_gpus}"
+
+    def recipe(self) -> dict[str, Any]:
+        r = self.recipe_
+        return {"build": r.build, "build_image": r.build_image, "settings": r.build_settings,
+                "env": r.env}
+
+    def test_recipe(self) -> dict[str, Any]:
+        return {"test": self.recipe_.test, "timeout": self.timeout,
+                "expect_torch_commit": self.recipe_.expect_torch_commit}
+
+    def prepare(self) -> None:
+        self.client = self.client or connect()
+        image = self.ensure_image(self.recipe_.image)
+        self.image_digest = (image.attrs.get("RepoDigests") or [image.id])[0]
+        if self.recipe_.build_image:
+            self.ensure_build_image()
+        if self.recipe_.gpus == "auto":
+            self.use_gpus = "nvidia" in (self.client.info().get("Runtimes") or {})
+        left = self.client.containers.list(all=True, filters={
+            "label": f"{LABEL}.state={self.state_label}"})
+        for c in left:
+            c.remove(force=True)
+        if left:
+            self.say(f"removed {len(left)} container(s) left behind by an interrupted run")
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with self._lock:
+            containers = list(self._containers.values())
+        for c in containers:
+            try:
+                c.remove(force=True)
+            except (NotFound, APIError):
+                pass
+
+    # --- images ------------------------------------------------------------------
+    def ensure_image(self, ref: str):
+        try:
+            return self.client.images.get(ref)
+        except ImageNotFound:
+            pass
+        self.say(f"pulling {ref}")
+        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+        layers: dict[str, str] = {}
+        last = 0.0
+        try:
+            for event in self.client.api.pull(repo, tag=tag, stream=True, decode=True):
+                if "error" in event:
+                    raise APIError(event["error"])
+                if "id" in event and "status" in event:
+                    layers[event["id"]] = event["status"]
+                if time.monotonic() - last > 5:
+                    last = time.monotonic()
+                    done = sum(s in ("Pull complete", "Already exists") for s in layers.values())
+                    self.say(f"  {ref}: {done}/{len(layers)} layers")
+            return self.client.images.get(ref)
+        except (APIError, NotFound, ImageNotFound) as exc:
+            raise UserError(f"could not pull {ref}: {_short(exc)}",
+                            hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
+                                 "password: your NGC API key); check the image name") from None
+
+    def ensure_build_image(self):
+        r = self.recipe_
+        if not r.build_dockerfile:
+            return self.ensure_image(r.build_image)
+        try:
+            return self.client.images.get(r.build_image)
+        except ImageNotFound:
+            pass
+        self.say(f"building {r.build_image} from {r.image} (legacy builder)")
+        try:
+            image, _ = self.client.images.build(fileobj=io.BytesIO(r.build_dockerfile.encode()),
+                                                tag=r.build_image, rm=True, forcerm=True)
+        except (APIError, DockerException) as exc:
+            raise UserError(f"could not build the build image {r.build_image}: {_short(exc)}",
+                            hint="check that the base image has a shell and a package "
+                                 "manager, or pass --build-image") from None
+        return image
+
+    # --- one probe ---------------------------------------------------------------
+    def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        self.session = req.session
+        on_phase(req, "checkout")
+        try:
+            with self._checkout_lock:
+                wt = self.worktrees.checkout(req.slot, req.commit, clean=True)
+        except CheckoutError as exc:
+            return ProbeOutcome(Verdict.SKIP, str(exc))
+        r = self.recipe_
+        key = ArtifactStore.key(req.commit, self.image_digest, digest(self.recipe()),
+                                r.build_settings)
+        logs: dict[str, Path] = {}
+        art = self.artifacts.get(key)
+        build_s: float | None = None
+        details: dict[str, Any] = {"artifact": key, "build_reused": art is not None}
+        if art is None:
+            on_phase(req, "build")
+            staging = self.artifacts.staging(key)
+            logs["build"] = req.log_dir / "build.log"
+            code, build_s, timed_out = self._container(
+                req, "build", r.build_image or r.image, r.build or "true", wt, staging,
+                logs["build"], self.build_timeout, artifacts_rw=True)
+            if timed_out or code != 0:
+                reason = (f"build timed out after {self.build_timeout:g}s" if timed_out
+                          else f"build failed (exit {code})")
+                return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, build_s=build_s,
+                                    logs=logs, details=details)
+            art = self.artifacts.commit(key, staging, {"commit": req.commit,
+                                                        "image": r.image,
+                                                        "image_digest": self.image_digest,
+                                                        "build_s": build_s,
+                                                        "settings": r.build_settings})
+
+        def once(i: int) -> TestRun:
+            logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
+            code, secs, timed_out = self._container(req, "test", r.image, r.test, wt, art.path,
+                                                    log, self.timeout, artifacts_rw=False)
+            verdict, reason = verdict_from_exit(code)
+            if timed_out:
+                verdict, reason = Verdict.SKIP, f"test timed out after {self.timeout:g}s"
+            found = last_json_line(log.read_text(errors="replace"))
+            if r.expect_torch_commit and verdict is not Verdict.SKIP:
+                seen = found.get("torch_git_version")
+                if seen != req.commit:
+                    verdict = Verdict.SKIP
+                    reason = (f"the container reports torch git version {seen or 'none'}, "
+                              f"not the probed commit {req.commit[:12]}")
+            return TestRun(verdict, reason, code, secs, found)
+
+        outcome = run_tests(req, on_phase, once)
+        outcome.build_s, outcome.logs = build_s, logs
+        outcome.details = dict(outcome.details, **details)
+        return outcome
+
+    def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,
+                   artifacts: Path, log: Path, timeout: float | None, *,
+                   artifacts_rw: bool) -> tuple[int | None, float, bool]:
+        if self.cancelled.is_set():
+            raise Cancelled()
+        r = self.recipe_
+        git_dir = Path(self.worktrees.history.repo.git.rev_parse("--git-common-dir"))
+        git_dir = git_dir if git_dir.is_absolute() else (wt / git_dir).resolve()
+        ccache = self.cache_dir / "ccache"
+        ccache.mkdir(parents=True, exist_ok=True)
+        mounts = [Mount(wt, str(wt), read_only=False), Mount(git_dir, str(git_dir)),
+                  Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw),
+                  *r.mounts]
+        env = dict(r.env, **probe_env(req, wt))
+        kwargs: dict[str, Any] = {}
+        if role == "build":
+            mounts.append(Mount(ccache, str(ccache), read_only=False))
+            env["CCACHE_DIR"] = str(ccache)
+            if r.build_tree:
+                tree = self.cache_dir / "build-trees" / self.image_digest[-12:] / \
+                    f"slot-{req.slot}"
+                tree.mkdir(parents=True, exist_ok=True)
+                mounts.append(Mount(tree, str(wt / "build"), read_only=False))
+            if os.getuid() != 0:
+                kwargs["user"] = f"{os.getuid()}:{os.getgid()}"
+        else:
+            kwargs.update(ipc_mode="host", ulimits=NGC_ULIMITS)
+            if self.use_gpus:
+                kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        labels = {f"{LABEL}.session": req.session, f"{LABEL}.state": self.state_label,
+                  f"{LABEL}.role": role, f"{LABEL}.commit": req.commit}
+        log.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        container = self.client.containers.create(
+            image, ["/bin/sh", "-c", command], working_dir=str(wt), environment=env,
+            labels=labels, volumes={str(m.host): {"bind": m.container,
+                                                  "mode": "ro" if m.read_only else "rw"}
+                                    for m in mounts}, **kwargs)
+        with self._lock:
+            self._containers[container.id] = container
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            try:
+                container.kill()
+            except (NotFound, APIError):
+                pass
+
+        timer = threading.Timer(timeout, expire) if timeout else None
+        try:
+            container.start()
+            if timer:
+                timer.start()
+            with open(log, "wb") as out:
+                out.write(f"$ [{role} in {image}] {command}\n".encode())
+                for chunk in container.logs(stream=True, follow=True):
+                    out.write(chunk)
+            code = container.wait().get("StatusCode")
+        except (NotFound, APIError) as exc:
+            if self.cancelled.is_set():
+                raise Cancelled() from None
+            raise UserError(f"docker failed to run the {role} container: {_short(exc)}",
+                            hint=f"see {log}") from None
+        finally:
+            if timer:
+                timer.cancel()
+            with self._lock:
+                self._containers.pop(container.id, None)
+            try:
+                container.remove(force=True)
+            except (NotFound, APIError):
+                pass
+        if self.cancelled.is_set():
+            raise Cancelled()
+        return code, time.monotonic() - start, timed_out.is_set()
+
+
+def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run the image once and read torch/CUDA/TE/Python versions from it."""
+    from ..releases import PROBE_SCRIPT
+    client = connect()
+    backend = DockerBackend.__new__(DockerBackend)
+    backend.client, backend.say = client, say
+    backend.ensure_image(image)
+    script = "command -v python >/dev/null && exec python -c \"$0\" || exec python3 -c \"$0\""
+    try:
+        out = client.containers.run(image, ["/bin/sh", "-c", script, PROBE_SCRIPT],
+                                    remove=True, stdout=True, stderr=False,
+                                    labels={f"{LABEL}.role": "resolve"})
+    except docker.errors.ContainerError as exc:
+        raise UserError(f"could not run python in {image}: {_short(exc)}",
+                        hint="the image needs a python with torch installed") from None
+    facts = last_json_line(out.decode(errors="replace"))
+    if not facts:
+        raise UserError(f"{image} printed no facts", hint="is python installed in the image?")
+    return facts
