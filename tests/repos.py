@@ -60,3 +60,62 @@ def make_repo(path: Path, n: int, transition: int, unbuildable: set[int] = froze
     shas = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
                           check=True, capture_output=True, text=True).stdout.split()
     return shas
+
+
+CEXT_BUILD = 'CC="ccache gcc" python3 setup.py -q bdist_wheel -d "$BISECT_ARTIFACTS"'
+CEXT_TEST = ('pip install -q --no-deps --force-reinstall --no-index "$BISECT_ARTIFACTS"/fastmod-*.whl'
+             ' && cd / && python3 -c "import fastmod, sys; sys.exit(fastmod.answer() != 41)"')
+
+_SETUP = """from setuptools import Extension, setup
+setup(name="fastmod", version="0.1",
+      ext_modules=[Extension("fastmod", ["fastmod.c"] + {extra})])
+"""
+
+_MODULE = """#include <Python.h>
+#define ANSWER {answer}
+#define REVISION {revision}
+{broken}
+static PyObject *answer(PyObject *self, PyObject *args) {{ return PyLong_FromLong(ANSWER); }}
+static PyObject *revision(PyObject *self, PyObject *args) {{ return PyLong_FromLong(REVISION); }}
+static PyMethodDef methods[] = {{
+    {{"answer", answer, METH_NOARGS, "41 before the change, 42 after"}},
+    {{"revision", revision, METH_NOARGS, "the commit index"}},
+    {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "fastmod", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit_fastmod(void) {{ return PyModule_Create(&module); }}
+"""
+
+
+def _heavy_source(functions: int) -> str:
+    body = "\n".join(f"double heavy_{i}(double x) {{ double s = 0; for (int k = 0; k < {i % 17 + 3}; k++)"
+                     f" s += x * k / (k + {i + 1}.0); return s; }}" for i in range(functions))
+    return "/* unchanged across commits: ccache food */\n" + body + "\n"
+
+
+def make_cext_repo(path: Path, n: int, transition: int, unbuildable: set[int] = frozenset(),
+                   heavy: int = 0) -> list[str]:
+    """A Python package with a C extension; `fastmod.answer()` is 41 before `transition`
+    and 42 from it on. Commits in `unbuildable` do not compile. With heavy=N, a large
+    C file that never changes is part of every build."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    extra = '["heavy.c"]' if heavy else "[]"
+    out = bytearray()
+    for i in range(n):
+        ts = 1_700_000_000 + i * 60
+        out += b"commit refs/heads/main\nmark :%d\n" % (i + 1)
+        out += b"author Dev <dev@example.com> %d +0000\ncommitter Dev <dev@example.com> %d +0000\n" % (ts, ts)
+        out += _data(f"fastmod: step {i}" + (f" (#{2000 + i})" if i % 2 else ""))
+        if i:
+            out += b"from :%d\n" % i
+        else:
+            out += b"M 644 inline setup.py\n" + _data(_SETUP.format(extra=extra))
+            if heavy:
+                out += b"M 644 inline heavy.c\n" + _data(_heavy_source(heavy))
+        src = _MODULE.format(answer=42 if i >= transition else 41, revision=i,
+                             broken="this is not C;" if i in unbuildable else "")
+        out += b"M 644 inline fastmod.c\n" + _data(src)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=bytes(out), check=True)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
+    return subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.split()

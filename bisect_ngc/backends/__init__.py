@@ -7,7 +7,7 @@ host, a container, a cluster); it knows nothing of the search.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
@@ -102,13 +102,24 @@ class ThreadedRounds:
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         raise NotImplementedError
 
+    def cancel(self) -> None:
+        raise NotImplementedError
+
     def run_round(self, requests: Sequence[ProbeRequest],
                   on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         pool = ThreadPoolExecutor(max_workers=max(1, len(requests)))
+        futures = {pool.submit(self._guarded, req, on_phase): req for req in requests}
+        pending = set(futures)
         try:
-            futures = {pool.submit(self._guarded, req, on_phase): req for req in requests}
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
+            while pending:
+                # Wake up now and then: a signal caught by a worker thread is only acted on
+                # when the main thread runs Python code.
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield futures[fut], fut.result()
+        except BaseException:
+            self.cancel()
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import resource
 import threading
 import time
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ class DockerBackend(ThreadedRounds):
         self.client = client
         self.state_label = digest(str(state_dir))[:12]
         self.image_digest = ""
+        self.ulimits = NGC_ULIMITS
         self.use_gpus = recipe.gpus == "all"
         self.session = ""
         self.cancelled = threading.Event()
@@ -124,6 +126,7 @@ class DockerBackend(ThreadedRounds):
         self.image_digest = (image.attrs.get("RepoDigests") or [image.id])[0]
         if self.recipe_.build_image:
             self.ensure_build_image()
+        self.ulimits = self._usable_ulimits(image.id)
         if self.recipe_.gpus == "auto":
             self.use_gpus = "nvidia" in (self.client.info().get("Runtimes") or {})
         left = self.client.containers.list(all=True, filters={
@@ -168,6 +171,25 @@ class DockerBackend(ThreadedRounds):
             raise UserError(f"could not pull {ref}: {_short(exc)}",
                             hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
                                  "password: your NGC API key); check the image name") from None
+
+    def _usable_ulimits(self, image_id: str) -> list[Ulimit]:
+        """NGC's ulimits, unless the engine may not raise memlock that far (an unprivileged
+        engine, as in CI): then the host's own hard limit, with a warning."""
+        trial = self.client.containers.create(image_id, ["true"], ulimits=NGC_ULIMITS,
+                                              labels={f"{LABEL}.state": self.state_label})
+        try:
+            trial.start()
+            trial.wait()
+            return NGC_ULIMITS
+        except APIError as exc:
+            if "rlimit" not in str(exc):
+                return NGC_ULIMITS
+        finally:
+            trial.remove(force=True)
+        hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        self.say(f"the engine refused memlock=unlimited; test containers get the host's "
+                 f"limit ({hard} bytes)")
+        return [Ulimit(name="memlock", soft=hard, hard=hard), NGC_ULIMITS[1]]
 
     def ensure_build_image(self):
         r = self.recipe_
@@ -268,7 +290,7 @@ class DockerBackend(ThreadedRounds):
             if os.getuid() != 0:
                 kwargs["user"] = f"{os.getuid()}:{os.getgid()}"
         else:
-            kwargs.update(ipc_mode="host", ulimits=NGC_ULIMITS)
+            kwargs.update(ipc_mode="host", ulimits=self.ulimits)
             if self.use_gpus:
                 kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         labels = {f"{LABEL}.session": req.session, f"{LABEL}.state": self.state_label,

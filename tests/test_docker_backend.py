@@ -1,0 +1,236 @@
+"""The Docker backend against a real engine (scripts/docker-up.sh starts one and builds
+the test image; CI runs it). Skipped, with the reason, where no engine is reachable.
+
+No registry is reachable here, so NGC images cannot be pulled: the end-to-end runs use
+the generic recipe (a C-extension package built into a wheel in one container and tested
+in a fresh one), which is the same machinery the PyTorch preset uses.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bisect_ngc.cli import main
+from bisect_ngc.store import Store
+
+from .repos import CEXT_BUILD, CEXT_TEST, make_cext_repo, make_repo
+
+IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm")
+
+
+def _engine_problem() -> str | None:
+    try:
+        import docker
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        return f"no Docker engine reachable ({exc.__class__.__name__}); run scripts/docker-up.sh"
+    try:
+        client.images.get(IMAGE)
+    except Exception:  # noqa: BLE001
+        return f"test image {IMAGE} is missing; run scripts/docker-up.sh"
+    return None
+
+
+PROBLEM = _engine_problem()
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
+
+
+def docker_client():
+    import docker
+    return docker.from_env()
+
+
+def containers(label: str) -> list:
+    return docker_client().containers.list(all=True, filters={"label": label})
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def cext(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cext") / "r"
+    shas = make_cext_repo(path, 40, 23, {9, 10, 11})
+    return path, shas
+
+
+def docker_args(repo, tmp, *extra, test=CEXT_TEST, build=CEXT_BUILD, cache=None):
+    return ["bisect", "--repo", str(repo), "--old", "main~39", "--new", "main", "--backend",
+            "docker", "--image", IMAGE, "--build", build, "--test", test, "--state",
+            str(tmp / "st"), "--cache-dir", str(cache or tmp / "cache"), "--quiet", *extra]
+
+
+def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_path, capsys):
+    repo, shas = cext
+    code, out, err = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"), capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert (res["first_new"], res["last_old"]) == (shas[23], shas[22])
+    assert res["first_new_pr"] == 2023
+    store = Store(tmp_path / "st")
+    probes = store.probes(res["session"])
+    built = [p for p in probes if p.build_s is not None]
+    assert built and all(p.details["build_reused"] is False for p in built)
+    assert not containers(f"bisect-ngc.session={res['session']}")
+    # The same question again: every verdict from the cache, nothing built or run.
+    code, out, _ = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"), capsys)
+    again = json.loads(out)
+    assert code == 0 and again["probes"] == 0 and again["cached"] == len(probes)
+    # Another test of the same builds in a new state dir: verdicts are new, builds are not.
+    other = CEXT_TEST.replace("!= 41", "not in (41,)")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    code, out, _ = run_cli(docker_args(repo, fresh, "--json", "--jobs", "2", test=other,
+                                       cache=tmp_path / "cache"), capsys)
+    res3 = json.loads(out)
+    assert code == 0 and res3["first_new"] == shas[23] and res3["probes"] > 0
+    probes3 = Store(fresh / "st").probes(res3["session"])
+    assert all(p.build_s is None and p.details["build_reused"] for p in probes3
+               if p.verdict.value != "skip")
+    code, out, _ = run_cli(["cache", "ls", "--cache-dir", str(tmp_path / "cache"), "--json"],
+                           capsys)
+    assert code == 0 and {r["commit"] for r in json.loads(out)} >= {shas[22], shas[23]}
+
+
+def test_build_failure_is_a_skip_with_its_log(cext, tmp_path, capsys):
+    repo, shas = cext
+    code, out, _ = run_cli(["probe", "--repo", str(repo), "--commit", shas[10], "--backend",
+                            "docker", "--image", IMAGE, "--build", CEXT_BUILD, "--test",
+                            CEXT_TEST, "--state", str(tmp_path / "st"), "--cache-dir",
+                            str(tmp_path / "cache")], capsys)
+    assert code == 125
+    assert "skip (build failed (exit 1))" in out
+    log = Path(out.split("build log: ")[1].split()[0])
+    assert "this is not C" in log.read_text() or "error" in log.read_text()
+
+
+def test_ambiguous_when_unbuildable_commits_hide_the_transition(tmp_path, capsys):
+    shas = make_cext_repo(tmp_path / "r", 20, 12, {11, 12})
+    code, out, _ = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", shas[0],
+                            "--new", "main", "--backend", "docker", "--image", IMAGE,
+                            "--build", CEXT_BUILD, "--test", CEXT_TEST, "--state",
+                            str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"),
+                            "--quiet", "--json"], capsys)
+    res = json.loads(out)
+    assert code == 4 and res["candidates"] == shas[11:14]
+
+
+def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
+    repo = tmp_path / "r"
+    make_repo(repo, 30, 17)
+    slow = 'sleep 60; test "$(cat behaviour)" = old'
+    args = [sys.executable, "-m", "bisect_ngc", "bisect", "--repo", str(repo), "--old",
+            "main~29", "--new", "main", "--backend", "docker", "--image", IMAGE, "--test", slow,
+            "--state", str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 60
+        while not containers("bisect-ngc.role=test") or \
+                not any(c.status == "running" for c in containers("bisect-ngc.role=test")):
+            assert time.monotonic() < end, "no test container started"
+            time.sleep(0.2)
+        sessions = {c.labels["bisect-ngc.session"] for c in containers("bisect-ngc.role=test")}
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "run the same command again to resume" in err
+    for sid in sessions:
+        assert not containers(f"bisect-ngc.session={sid}")
+    fast = [a if a != slow else 'test "$(cat behaviour)" = old' for a in args]
+    done = subprocess.run(fast + ["--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "found"
+
+
+def test_a_later_run_removes_what_a_killed_run_left(tmp_path, capsys):
+    from bisect_ngc.store import digest
+    repo = tmp_path / "r"
+    make_repo(repo, 6, 3)
+    state = (tmp_path / "st").resolve()
+    left = docker_client().containers.create(
+        IMAGE, ["sleep", "600"], labels={"bisect-ngc.state": digest(str(state))[:12],
+                                         "bisect-ngc.session": "killed-1"})
+    code, _, err = run_cli(["bisect", "--repo", str(repo), "--old", "main~5", "--new", "main",
+                            "--backend", "docker", "--image", IMAGE, "--test",
+                            'test "$(cat behaviour)" = old', "--state", str(state),
+                            "--cache-dir", str(tmp_path / "cache"), "--quiet"], capsys)
+    assert code == 0
+    assert "left behind by an interrupted run" in err
+    assert not containers("bisect-ngc.session=killed-1")
+    assert left.id not in {c.id for c in docker_client().containers.list(all=True)}
+
+
+def test_unreachable_engine_is_one_sentence(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    make_repo(tmp_path / "r", 4, 2)
+    code, out, err = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", "main~3",
+                              "--new", "main", "--backend", "docker", "--image", IMAGE,
+                              "--test", "true", "--state", str(tmp_path / "st")], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: cannot reach the Docker engine")
+    assert "hint: start dockerd" in err
+
+
+def test_unpullable_image_suggests_docker_login(tmp_path, capsys):
+    make_repo(tmp_path / "r", 4, 2)
+    code, _, err = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", "main~3",
+                            "--new", "main", "--backend", "docker", "--image",
+                            "nvcr.io/nvidia/pytorch:24.09-py3", "--test", "true", "--state",
+                            str(tmp_path / "st"), "--quiet"], capsys)
+    assert code == 2
+    assert "could not pull nvcr.io/nvidia/pytorch:24.09-py3" in err
+    assert "docker login nvcr.io" in err
+
+
+@pytest.fixture(scope="module")
+def fake_ngc_image():
+    """An image with a stand-in torch package, built with the legacy builder."""
+    import io
+    tag = "bisect-ngc-test/fake-ngc:24.99"
+    dockerfile = f"""FROM {IMAGE}
+RUN d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch \\
+ && mkdir -p "$d" \\
+ && printf '__version__ = "2.9.0a0+0123456789"\\n' > "$d/__init__.py" \\
+ && printf 'git_version = "0123456789abcdef0123456789abcdef01234567"\\ncuda = "12.9"\\n' \\
+    > "$d/version.py" && echo 'from . import version' >> "$d/__init__.py"
+"""
+    image, _ = docker_client().images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag,
+                                            rm=True)
+    yield tag
+    docker_client().images.remove(tag, force=True)
+
+
+def test_resolve_image_reads_facts_live_into_the_overlay(fake_ngc_image, tmp_path, capsys):
+    code, out, _ = run_cli(["resolve", "--image", fake_ngc_image, "--cache-dir",
+                            str(tmp_path), "--json"], capsys)
+    facts = json.loads(out)
+    assert code == 0
+    assert facts["torch_version"] == "2.9.0a0+0123456789"
+    assert facts["torch_commit"] == "0123456789abcdef0123456789abcdef01234567"
+    assert facts["cuda"] == "12.9" and facts["source"] == "live"
+    overlay = json.loads((tmp_path / "releases-overlay.json").read_text())
+    assert overlay[0]["image"] == fake_ngc_image
+    code, out, _ = run_cli(["plan", "--from", fake_ngc_image, "--to", "24.10", "--torch-repo",
+                            str(tmp_path / "nowhere"), "--cache-dir", str(tmp_path), "--json"],
+                           capsys)
+    plan = json.loads(out)
+    assert code == 0 and plan["endpoints"]["old"]["rev"].startswith("0123456789abcdef")
+    assert plan["recipe"]["base_image"] == fake_ngc_image
+
+
+def test_resolve_image_without_torch_is_a_clear_error(tmp_path, capsys):
+    code, _, err = run_cli(["resolve", "--image", IMAGE, "--cache-dir", str(tmp_path)], capsys)
+    assert code == 2 and "could not import torch" in err
