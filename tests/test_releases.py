@@ -1,0 +1,199 @@
+"""The release catalog, release-mode ranges, and the PyTorch preset's rendered recipe.
+
+The packaged catalog names real PyTorch commits; GitHub is not reachable here, so the
+tests that need a PyTorch repository give a catalog of their own (BISECT_NGC_CATALOG)
+naming commits of a generated repository.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from bisect_ngc.cli import main
+from bisect_ngc.errors import UserError
+from bisect_ngc.recipes import pytorch_preset
+from bisect_ngc.releases import Catalog
+
+from .repos import BUILD, TEST, make_repo
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_acceptance_commits_of_24_09_and_24_10(capsys):
+    for release, sha in (("24.09", "b465a5843b92f33fe3e89ff7ee91c6833df6aec0"),
+                         ("24.10", "e000cf0ad980e5d140dc895a646174e9b945cf26")):
+        code, out, _ = run_cli(["resolve", release, "--json"], capsys)
+        facts = json.loads(out)
+        assert code == 0 and facts["torch_commit"] == sha
+        assert facts["image"] == f"nvcr.io/nvidia/pytorch:{release}-py3"
+        assert facts["torch_version"].endswith("+" + sha[:10])
+
+
+def test_catalog_covers_24_01_onward_with_verification_marks():
+    cat = Catalog.load(None)
+    names = cat.names()
+    assert names[0] == "24.01" and "25.06" in names
+    for rel in cat.all():
+        assert rel.torch_verified in ("V1", "V2", "U")
+        if rel.torch_version:
+            assert rel.torch_commit and rel.torch_version.split("+")[1][:7] == \
+                rel.torch_commit[:7]
+
+
+@pytest.mark.parametrize("a,b", [("24.11", "24.12"), ("25.05", "25.06")])
+def test_releases_with_the_same_commit_are_reported(a, b, capsys):
+    code, out, _ = run_cli(["releases", "--json"], capsys)
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert b in rows[a]["same_commit_as"] and a in rows[b]["same_commit_as"]
+    code, out, _ = run_cli(["releases"], capsys)
+    assert code == 0 and f"same commit as {b}" in out
+
+
+def test_unknown_release_lists_the_known_ones(capsys):
+    code, _, err = run_cli(["resolve", "23.01"], capsys)
+    assert code == 2 and "unknown release '23.01'" in err and "24.09" in err
+    assert "resolve --image" in err
+    code, _, err = run_cli(["plan", "--from", "22.12", "--to", "24.10"], capsys)
+    assert code == 2 and "unknown release '22.12'" in err
+
+
+def test_release_without_a_known_commit_says_how_to_get_it(capsys):
+    code, _, err = run_cli(["plan", "--from", "25.07", "--to", "25.08"], capsys)
+    assert code == 2 and "not known" in err
+    assert "resolve --image nvcr.io/nvidia/pytorch:25.07-py3" in err
+
+
+def test_image_not_in_catalog_suggests_resolve(capsys):
+    code, _, err = run_cli(["plan", "--from", "example.com/my/pytorch:1", "--to", "24.10"],
+                           capsys)
+    assert code == 2 and "bisect-ngc resolve --image example.com/my/pytorch:1" in err
+
+
+def test_plan_24_09_to_24_10_shows_image_and_recipe_without_the_repo(tmp_path, capsys):
+    args = ["plan", "--from", "24.09", "--to", "24.10", "--backend", "docker",
+            "--torch-repo", str(tmp_path / "no-clone-here"), "--cache-dir", str(tmp_path)]
+    code, out, _ = run_cli(args + ["--show-recipe"], capsys)
+    assert code == 0
+    assert "base image: nvcr.io/nvidia/pytorch:24.09-py3" in out
+    assert "python setup.py bdist_wheel" in out and "python -m repro" in out
+    assert "candidates: unknown" in out
+    code, out, _ = run_cli(args + ["--json", "--cuda-arch", "8.0;9.0"], capsys)
+    plan = json.loads(out)
+    assert plan["recipe"]["base_image"] == "nvcr.io/nvidia/pytorch:24.09-py3"
+    assert plan["endpoints"]["old"]["rev"] == "b465a5843b92f33fe3e89ff7ee91c6833df6aec0"
+    assert "export TORCH_CUDA_ARCH_LIST='8.0;9.0'" in plan["recipe"]["build"]
+    assert not list(tmp_path.glob("artifacts/*"))
+
+
+@pytest.fixture
+def fake_torch(tmp_path, monkeypatch):
+    """A generated 'pytorch' repository and a catalog whose releases point into it."""
+    shas = make_repo(tmp_path / "pytorch", 120, 70)
+    catalog = tmp_path / "catalog.tsv"
+    rows = [("90.01", shas[10]), ("90.02", shas[60][:10]), ("90.03", shas[100]),
+            ("90.04", shas[100])]
+    catalog.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\t"
+                       "cuda_verified\ttransformer_engine\tte_verified\tpython\tubuntu\n" +
+                       "".join(f"{r}\t2.9.0a0+{c[:10]}\t{c}\tV1\t12.9\tU\t2.0\tU\t3.12\t24.04\n"
+                               for r, c in rows))
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog))
+    return tmp_path / "pytorch", shas
+
+
+def test_release_mode_bisect_resolves_releases_to_commits(fake_torch, tmp_path, capsys):
+    repo, shas = fake_torch
+    code, out, err = run_cli(["bisect", "--from", "90.02", "--to", "90.03", "--torch-repo",
+                              str(repo), "--backend", "local", "--build", BUILD, "--test", TEST,
+                              "--state", str(tmp_path / "st"), "--quiet", "--json"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[70] and res["n_candidates"] == 41
+    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st"), "--json"], capsys)
+    labels = json.loads(out)[0]["labels"]
+    assert labels["old_release"] == "90.02"
+    assert labels["old_image"] == "nvcr.io/nvidia/pytorch:90.02-py3"
+
+
+def test_containing_tells_which_release_first_ships_a_commit(fake_torch, capsys):
+    repo, shas = fake_torch
+    code, out, _ = run_cli(["releases", "--containing", shas[70], "--torch-repo", str(repo),
+                            "--json"], capsys)
+    rows = {r["name"]: r["contains"] for r in json.loads(out)}
+    assert rows == {"90.01": "no", "90.02": "no", "90.03": "yes", "90.04": "yes"}
+    code, out, _ = run_cli(["releases", "--containing", shas[70][:9], "--torch-repo",
+                            str(repo)], capsys)
+    assert code == 0 and "first shipped in NGC 90.03" in out
+    code, _, err = run_cli(["releases", "--containing", "feedface", "--torch-repo", str(repo)],
+                           capsys)
+    assert code == 2 and "not in" in err
+
+
+def test_from_and_to_accept_commits_and_need_a_base_image(fake_torch, tmp_path, capsys):
+    repo, shas = fake_torch
+    code, _, err = run_cli(["plan", "--from", shas[5], "--to", "90.03", "--torch-repo",
+                            str(repo)], capsys)
+    assert code == 2 and "--base-image" in err
+    code, out, _ = run_cli(["plan", "--from", shas[5], "--to", "90.03", "--torch-repo",
+                            str(repo), "--base-image", "nvcr.io/nvidia/pytorch:90.01-py3",
+                            "--json"], capsys)
+    plan = json.loads(out)
+    assert code == 0 and plan["candidates"] == 96
+    assert plan["endpoints"]["new"]["release"]["name"] == "90.03"
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--from", "24.09"], "--from and --to go together"),
+    (["--from", "24.09", "--to", "24.10", "--old", "x"], "either --from/--to"),
+    (["--old", "a"], "--old and --new, or --from and --to"),
+    (["--old", "a", "--new", "b", "--backend", "docker", "--test", "t"], "needs --image"),
+])
+def test_question_errors(argv, words, capsys):
+    code, _, err = run_cli(["plan", *argv], capsys)
+    assert code == 2 and words in err
+
+
+def test_pytorch_preset_renders_image_arch_and_wheel_output():
+    recipe = pytorch_preset("nvcr.io/nvidia/pytorch:24.09-py3", cuda_arch="9.0", max_jobs=12,
+                            repro_args=["--num-layers", "4", "--seq-length", "4096"])
+    assert recipe.image == "nvcr.io/nvidia/pytorch:24.09-py3"
+    assert recipe.build_dockerfile.startswith("# Rendered") and \
+        "FROM nvcr.io/nvidia/pytorch:24.09-py3" in recipe.build_dockerfile
+    assert not [ln for ln in recipe.build_dockerfile.splitlines() if ln.startswith("RUN --mount")]
+    build = recipe.build
+    for line in ("export TORCH_CUDA_ARCH_LIST=9.0", "export MAX_JOBS=12", "export BUILD_TEST=0",
+                 'python setup.py bdist_wheel --dist-dir "$BISECT_ARTIFACTS"'):
+        assert line in build
+    assert "pip install --no-deps --force-reinstall" in recipe.test
+    assert "exec python -m repro --num-layers 4 --seq-length 4096" in recipe.test
+    assert recipe.expect_torch_commit and recipe.build_tree
+    assert recipe.mounts[0].container == "/opt/bisect-ngc/repro"
+    assert (recipe.mounts[0].host / "verdict.py").exists()
+
+
+def test_pytorch_preset_quotes_every_value():
+    nasty = "9.0; rm -rf / #"
+    recipe = pytorch_preset("img", cuda_arch=nasty, repro_args=["--seed", "$(reboot)"],
+                            extra_env={"EVIL": "`id`"})
+    assert f"export TORCH_CUDA_ARCH_LIST={shlex.quote(nasty)}" in recipe.build
+    assert "export EVIL='`id`'" in recipe.build
+    assert "python -m repro --seed '$(reboot)'" in recipe.test
+
+
+def test_resolve_needs_a_release_or_an_image(capsys):
+    code, _, err = run_cli(["resolve"], capsys)
+    assert code == 2 and "either a release" in err
+
+
+def test_catalog_endpoint_kinds():
+    cat = Catalog.load(None)
+    assert cat.endpoint("24.09").kind == "release"
+    assert cat.endpoint("nvcr.io/nvidia/pytorch:24.10-py3").release.name == "24.10"
+    assert cat.endpoint("abc123").kind == "commit"
+    with pytest.raises(UserError):
+        cat.endpoint("Not An Image:!!")
