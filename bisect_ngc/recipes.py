@@ -21,7 +21,18 @@ from .store import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
 
-_env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc.dockerfiles", "."),
+
+
+def _template_dirs() -> list[str]:
+    """dockerfiles/ of a source checkout, or the installed bisect_ngc.dockerfiles."""
+    dirs = [Path(__file__).resolve().parents[1] / "dockerfiles"]
+    spec = importlib.util.find_spec("bisect_ngc.dockerfiles")
+    if spec and spec.submodule_search_locations:
+        dirs += [Path(p) for p in spec.submodule_search_locations]
+    return [str(d) for d in dirs if d.is_dir()]
+
+
+_env = jinja2.Environment(loader=jinja2.FileSystemLoader(_template_dirs()),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                           autoescape=False)
 _env.filters["q"] = lambda value: shlex.quote(str(value))
