@@ -128,6 +128,10 @@ question_options = _stack(
                  show_default=True,
                  help="GPUs for test containers: all, none, or auto (all when the engine has "
                       "the nvidia runtime; release mode: all)."),
+    click.option("--build-tree/--no-build-tree", default=None,
+                 help="Docker backend: mount a persistent build/ directory per worker slot "
+                      "into the worktree, so neighbouring commits rebuild incrementally "
+                      "(default: on in release mode, off for a generic recipe)."),
     click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
                  help="Test runs per commit, for flaky repros."),
     click.option("--repeat-policy", type=click.Choice([p.value for p in RepeatPolicy]),
@@ -140,7 +144,7 @@ question_options = _stack(
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
-                 "max_jobs", "repro_args", "gpus")
+                 "max_jobs", "repro_args", "gpus", "build_tree")
 
 
 def _options(params: dict[str, Any]) -> Options:

@@ -47,6 +47,7 @@ class Options:
     max_jobs: int | None = None
     repro_args: str = ""
     gpus: str = "auto"
+    build_tree: bool | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -116,7 +117,8 @@ def base_image(opts: Options, old: Endpoint, new: Endpoint) -> str:
 def docker_recipe(opts: Options, old: Endpoint, new: Endpoint) -> DockerRecipe:
     image = base_image(opts, old, new)
     if not opts.release_mode:
-        return DockerRecipe(image=image, build=opts.build, test=opts.test, gpus=opts.gpus)
+        return DockerRecipe(image=image, build=opts.build, test=opts.test, gpus=opts.gpus,
+                            build_tree=bool(opts.build_tree))
     arch = opts.cuda_arch or local_cuda_arch()
     if arch is None:
         arch = DEFAULT_CUDA_ARCH
@@ -124,7 +126,8 @@ def docker_recipe(opts: Options, old: Endpoint, new: Endpoint) -> DockerRecipe:
                           "(pass --cuda-arch to change it)")
     recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
                             repro_args=shlex.split(opts.repro_args),
-                            gpus="all" if opts.gpus == "auto" else opts.gpus)
+                            gpus="all" if opts.gpus == "auto" else opts.gpus,
+                            build_tree=opts.build_tree is not False)
     if opts.build:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
     if opts.test:

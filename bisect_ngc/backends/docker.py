@@ -283,8 +283,8 @@ class DockerBackend(ThreadedRounds):
             mounts.append(Mount(ccache, str(ccache), read_only=False))
             env["CCACHE_DIR"] = str(ccache)
             if r.build_tree:
-                tree = self.cache_dir / "build-trees" / self.image_digest[-12:] / \
-                    f"slot-{req.slot}"
+                tree = self.cache_dir / "build-trees" / \
+                    f"{self.worktrees.root.name}-{self.image_digest[-12:]}" / f"slot-{req.slot}"
                 tree.mkdir(parents=True, exist_ok=True)
                 mounts.append(Mount(tree, str(wt / "build"), read_only=False))
             if os.getuid() != 0:
