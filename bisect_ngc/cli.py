@@ -20,6 +20,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
                      UserError)
 from .history import CommitInfo, History
 from .progress import make_events
+from .report import render as render_report
 from .question import Options, docker_recipe, endpoints, make_backend, open_range
 from .releases import UPSTREAM, Catalog
 from .search import RepeatPolicy, expected_probes, expected_rounds
@@ -210,20 +211,35 @@ def bisect(ctx, jobs, as_json, quiet, repeat, repeat_policy, **params):
         try:
             summary = bis.run()
         except KeyboardInterrupt:
-            sid = bis.session.id if bis.session else "?"
+            sid = bis.session.id if bis.session else None
+            if sid:
+                _write_report(store, sid, opts.cache_dir)
             raise UserError(f"interrupted; session {sid} is kept in {opts.state}",
                             hint="run the same command again to resume",
                             code=EXIT_INTERRUPTED) from None
+        written = _write_report(store, summary["session"], opts.cache_dir)
     infos = rng.history.info([s for s in (summary["first_new"], summary["last_old"]) if s])
     first = infos.get(summary["first_new"] or "")
     summary.update(first_new_title=first.title if first else None,
-                   first_new_pr=first.pr if first else None)
+                   first_new_pr=first.pr if first else None,
+                   report=str(written.markdown) if written else None)
     if as_json:
         click.echo(json.dumps(summary))
     else:
         _print_summary(summary, infos, _probe_argv(ctx))
+        if written:
+            click.echo(f"Report: {written.markdown}")
     return {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
             "invalid-endpoints": EXIT_INVALID_ENDPOINTS}[summary["status"]]
+
+
+def _write_report(store: Store, sid: str, cache_dir: Path):
+    """Write the session's report; a report that fails must not lose the answer."""
+    try:
+        return render_report(store, sid, cache_dir=cache_dir)
+    except Exception as exc:  # noqa: BLE001
+        _say(f"could not write the report: {type(exc).__name__}: {exc}")
+        return None
 
 
 def _probe_argv(ctx: click.Context) -> list[str]:
@@ -388,6 +404,27 @@ def probe(commit, repeat, repeat_policy, **params):
     for name, path in outcome.logs.items():
         click.echo(f"  {name} log: {path}")
     return {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
+
+
+@cli.command()
+@state_option
+@cache_option
+@click.option("--session", default=None, help="Session id or prefix (default: the latest).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Where to write the markdown (default: STATE/reports/SESSION.md); the "
+                   "narrowing picture goes next to it.")
+def report(state, cache_dir, session, output):
+    """Render a session's markdown report, finished or still running.
+
+    The report says which commit changed the behaviour (with its PR), how sure that is
+    (the verdicts of the commit and its parent), every probe, how the range narrowed,
+    which releases ship the commit, and the commands that re-check it. Paths are relative
+    to the state directory, so it can be pasted into a bug thread as it is.
+    """
+    store = Store(default_state(state))
+    written = render_report(store, session, output, cache_dir=default_cache(cache_dir))
+    click.echo(str(written.markdown))
+    return 0
 
 
 @cli.command()

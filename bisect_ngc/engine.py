@@ -80,6 +80,7 @@ class Bisection:
         sid = self.session.id
         done = self.store.probes(sid)
         self.events.session(self.session, len(done) if resumed else -1)
+        self.store.remember_commits(self.rng.history.info([self.rng.old, self.rng.new]).values())
         self.store.set_status(sid, "running")
         verdicts = {p.idx: p.verdict for p in done}
         rnd = max((p.round for p in done), default=0)
@@ -113,6 +114,7 @@ class Bisection:
                 now = time.time()
                 hit.started = hit.ended = now
                 self.store.add_probe(sid, hit)
+                self.store.remember_commits(self.rng.history.info([commit]).values())
                 verdicts[i] = hit.verdict
                 self.events.probe(hit)
                 continue
@@ -128,6 +130,7 @@ class Bisection:
                 raise KeyboardInterrupt
             rec = self._record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
+            self.store.remember_commits(self.rng.history.info([req.commit]).values())
             self.store.cache_put(self.cache_key(req.commit), rec)
             verdicts[req.index] = rec.verdict
             self.events.probe(rec)

@@ -94,6 +94,13 @@ class History:
                             hint="check the sha or fetch the branch that has it")
         return sha
 
+    def try_resolve(self, rev: str) -> str | None:
+        """The full sha of rev if this repository has it, without fetching."""
+        try:
+            return self._rev_parse(validate_rev(rev))
+        except UserError:
+            return None
+
     def _rev_parse(self, rev: str) -> str | None:
         try:
             return self.repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")

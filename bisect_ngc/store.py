@@ -14,7 +14,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import UserError
 from .search import Verdict
@@ -64,6 +64,13 @@ CREATE TABLE IF NOT EXISTS cache (
     logs TEXT NOT NULL,
     details TEXT NOT NULL,
     created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commits (
+    sha TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    author TEXT NOT NULL,
+    date TEXT NOT NULL,
+    pr INTEGER
 );
 CREATE TABLE IF NOT EXISTS jobs (
     session TEXT NOT NULL,
@@ -219,6 +226,22 @@ class Store:
 
     def cache_entries(self) -> Iterator[sqlite3.Row]:
         yield from self.db.execute("SELECT * FROM cache ORDER BY created")
+
+    # commit metadata, so reports need no repository
+    def remember_commits(self, infos: Iterable[Any]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO commits(sha, title, author, date, pr) "
+                            "VALUES (?,?,?,?,?)",
+                            [(i.sha, i.title, i.author, i.date, i.pr) for i in infos])
+
+    def commits(self, shas: Iterable[str]) -> dict[str, sqlite3.Row]:
+        shas = list(shas)
+        out = {}
+        for start in range(0, len(shas), 500):
+            chunk = shas[start:start + 500]
+            rows = self.db.execute(f"SELECT * FROM commits WHERE sha IN "
+                                   f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            out.update({r["sha"]: r for r in rows})
+        return out
 
     # backend bookkeeping (job ids and the like), so a re-run can re-attach
     def remember(self, sid: str, name: str, value: Any) -> None:

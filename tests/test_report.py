@@ -1,0 +1,227 @@
+"""Golden tests of the markdown report, rendered from sessions of real bisections.
+
+Each report is parsed with markdown-it-py: the probe table has one row per probe, every
+link is a well-formed URL or a relative path that exists, and no absolute path of this
+machine appears in the text or the picture.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from markdown_it import MarkdownIt
+
+from bisect_ngc.cli import main
+from bisect_ngc.report import github_slug, render
+from bisect_ngc.store import Store
+
+from .repos import BUILD, TEST, make_repo
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def bisect(tmp_path, capsys, repo, *extra, test=TEST):
+    return run_cli(["bisect", "--repo", str(repo), "--old", "main~%d" % (len(
+        subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=repo,
+                       capture_output=True, text=True).stdout.split()) - 1), "--new", "main",
+        "--build", BUILD, "--test", test, "--state", str(tmp_path / "st"), "--cache-dir",
+        str(tmp_path / "cache"), "--quiet", "--json", *extra], capsys)
+
+
+def sections(md: str) -> dict[str, list]:
+    """Tokens grouped under each level-2 heading."""
+    tokens = MarkdownIt().enable("table").parse(md)
+    out, current = {}, "_top"
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and tok.tag == "h2":
+            current = tokens[i + 1].content
+            out[current] = []
+        else:
+            out.setdefault(current, []).append(tok)
+    return out
+
+
+def table_rows(tokens) -> list[list[str]]:
+    rows, row, in_body = [], None, False
+    for tok in tokens:
+        if tok.type == "tbody_open":
+            in_body = True
+        elif tok.type == "tbody_close":
+            break
+        elif in_body and tok.type == "tr_open":
+            row = []
+        elif in_body and tok.type == "inline" and row is not None:
+            row.append(tok.content)
+        elif in_body and tok.type == "tr_close":
+            rows.append(row)
+    return rows
+
+
+def links(md: str) -> list[str]:
+    found = []
+    for tok in MarkdownIt().enable("table").parse(md):
+        for child in tok.children or []:
+            if child.type == "link_open":
+                found.append(child.attrs["href"])
+            if child.type == "image":
+                found.append(child.attrs["src"])
+    return found
+
+
+def check_report(path: Path, tmp_path: Path, n_probes: int) -> str:
+    md = path.read_text()
+    secs = sections(md)
+    assert len(table_rows(secs["Probes"])) == n_probes
+    for href in links(md):
+        url = urlparse(href)
+        if url.scheme:
+            assert url.scheme == "https" and url.netloc == "github.com" and url.path, href
+        else:
+            assert not href.startswith("/"), href
+            assert (path.parent / href).exists(), href
+    svg = path.with_name(path.stem + "-narrowing.svg")
+    for text in (md, svg.read_text()):
+        assert str(tmp_path) not in text and os.path.realpath(tmp_path) not in text
+        assert not re.search(r"(?<![\w.:/-])/(tmp|root|home|work|var|usr)/", text), text
+    ET.fromstring(svg.read_text())
+    return md
+
+
+def test_found_report_names_the_commit_and_has_every_probe(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 300, 150, set(range(40, 52)), pr_every=1)
+    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r", "--jobs", "3")
+    res = json.loads(out)
+    assert code == 0
+    path = Path(res["report"])
+    assert path.exists() and path.parent == tmp_path / "st" / "reports"
+    probes = Store(tmp_path / "st").probes(res["session"])
+    md = check_report(path, tmp_path, len(probes))
+    assert f"**The failure was introduced by `{shas[150][:12]}` (#1150): change 150 (#1150)**" in md
+    assert shas[150] in md and "Dev 3" in md
+    evidence = "".join(t.content for t in sections(md)["Evidence"] if t.type == "inline")
+    assert shas[149][:12] in evidence and shas[150][:12] in evidence
+    rounds = table_rows(sections(md)["How the range narrowed"])
+    assert len(rounds) == res["rounds"] and rounds[-1][-1] == "0"
+    repro = "".join(t.content for t in sections(md)["Reproduce"] if t.type == "fence")
+    assert f"--commit {shas[150]}" in repro and f"--commit {shas[149]}" in repro
+    assert "$BISECT_NGC_STATE" in repro
+
+
+def test_second_run_report_marks_cached_probes(tmp_path, capsys):
+    make_repo(tmp_path / "r", 64, 40)
+    bisect(tmp_path, capsys, tmp_path / "r")
+    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    res = json.loads(out)
+    md = check_report(Path(res["report"]), tmp_path, res["cached"])
+    rows = table_rows(sections(md)["Probes"])
+    assert rows and all(r[-1] == "yes" for r in rows)
+    assert "from the result cache" in md
+
+
+def test_ambiguous_report_lists_the_candidates(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 50, 25, {23, 24, 25})
+    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    res = json.loads(out)
+    assert code == 4
+    md = check_report(Path(res["report"]), tmp_path, len(Store(tmp_path / "st").probes(
+        res["session"])))
+    assert "**Ambiguous" in md
+    top = sections(md)["_top"]
+    cand_rows = table_rows(top)
+    assert [r[0].strip("`")[:12] for r in cand_rows] == [s[:12] for s in shas[23:27]]
+    assert any("build failed" in r[2] for r in cand_rows)
+
+
+def test_invalid_endpoints_report(tmp_path, capsys):
+    make_repo(tmp_path / "r", 20, 99)
+    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    res = json.loads(out)
+    assert code == 3
+    md = check_report(Path(res["report"]), tmp_path, 2)
+    assert "**Invalid endpoints: both endpoints pass" in md
+
+
+def test_interrupted_and_running_sessions_render(tmp_path, capsys):
+    make_repo(tmp_path / "r", 200, 120)
+    counter = tmp_path / "count"
+    slow = f'echo x >> {counter}; sleep 0.3; ' + TEST
+    args = [sys.executable, "-m", "bisect_ngc", "bisect", "--repo", str(tmp_path / "r"),
+            "--old", "main~199", "--new", "main", "--build", BUILD, "--test", slow, "--state",
+            str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 60
+    while not counter.exists() or len(counter.read_text().split()) < 4:
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    store = Store(tmp_path / "st")
+    sid = store.latest().id
+    path = tmp_path / "st" / "reports" / f"{sid}.md"
+    md = check_report(path, tmp_path, len(store.probes(sid)))
+    assert "**Interrupted: no answer yet.**" in md
+    store.set_status(sid, "running")
+    code, out, _ = run_cli(["report", "--state", str(tmp_path / "st"), "-o",
+                            str(tmp_path / "elsewhere" / "r.md")], capsys)
+    assert code == 0 and out.strip() == str(tmp_path / "elsewhere" / "r.md")
+    md = check_report(tmp_path / "elsewhere" / "r.md", tmp_path, len(store.probes(sid)))
+    assert "**Still running: no answer yet.**" in md
+
+
+def test_github_links_and_where_it_ships(tmp_path, capsys, monkeypatch):
+    shas = make_repo(tmp_path / "pytorch", 80, 50, pr_every=1)
+    catalog = tmp_path / "catalog.tsv"
+    catalog.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\t"
+                       "cuda_verified\ttransformer_engine\tte_verified\tpython\tubuntu\n" +
+                       "".join(f"{r}\t2.9.0a0+{c[:10]}\t{c}\tV1\t12.9\tU\t2.0\tU\t3.12\t24.04\n"
+                               for r, c in (("90.01", shas[20]), ("90.02", shas[60]),
+                                            ("90.03", shas[79]))))
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog))
+    code, out, _ = run_cli(["bisect", "--from", "90.01", "--to", "90.02", "--torch-repo",
+                            str(tmp_path / "pytorch"), "--backend", "local", "--build", BUILD,
+                            "--test", TEST, "--state", str(tmp_path / "st"), "--cache-dir",
+                            str(tmp_path / "cache"), "--quiet", "--json"], capsys)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[50]
+    md = check_report(Path(res["report"]), tmp_path, res["probes"])
+    assert "is first shipped in **NGC 90.02**" in md
+    ships = table_rows(sections(md)["Where it ships"])
+    assert [r[0] for r in ships] == ["90.01", "90.02", "90.03"]
+    assert [r[2] for r in ships] == ["no", "yes", "yes"]
+    assert "| NGC release | 90.01 | 90.02 |" in md
+    # As if the repository had been cloned from GitHub: links to the commit and the PR.
+    store = Store(tmp_path / "st")
+    params = store.session(res["session"]).params
+    params["origin"] = "https://github.com/pytorch/pytorch.git"
+    store.db.execute("UPDATE sessions SET params=? WHERE id=?",
+                     (json.dumps(params), res["session"]))
+    written = render(store, res["session"], tmp_path / "gh" / "report.md",
+                     cache_dir=tmp_path / "cache")
+    md = check_report(written.markdown, tmp_path, res["probes"])
+    assert (f"[pytorch/pytorch@{shas[50][:12]}](https://github.com/pytorch/pytorch/commit/"
+            f"{shas[50]}) ([#1050](https://github.com/pytorch/pytorch/pull/1050))") in md
+
+
+@pytest.mark.parametrize("origin,slug", [
+    ("https://github.com/pytorch/pytorch.git", "pytorch/pytorch"),
+    ("https://github.com/NVIDIA/TransformerEngine", "NVIDIA/TransformerEngine"),
+    ("git@github.com:pytorch/pytorch.git", "pytorch/pytorch"),
+    ("/srv/mirrors/pytorch", None),
+    ("https://gitlab.com/a/b.git", None),
+])
+def test_github_slug(origin, slug):
+    assert github_slug(origin) == slug
