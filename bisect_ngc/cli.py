@@ -110,7 +110,7 @@ question_options = _stack(
     click.option("--no-clean", is_flag=True,
                  help="Local backend: keep untracked files between probes (incremental "
                       "builds); the default is `git clean -ffdx`."),
-    click.option("--backend", type=click.Choice(["local", "docker"]), default=None,
+    click.option("--backend", type=click.Choice(["local", "docker", "slurm"]), default=None,
                  help="Where builds and tests run. Default: docker in release mode, else local."),
     click.option("--image", default=None,
                  help="Docker backend, generic recipe: the image both commands run in."),
@@ -141,7 +141,34 @@ question_options = _stack(
                       "majority: the commoner of pass/fail wins; a tie is a skip."),
     cache_option,
     state_option,
+    click.option("--partition", default=None, help="Slurm: partition for builds (CPU)."),
+    click.option("--gpu-partition", default=None,
+                 help="Slurm: partition for tests (GPU). Default: --partition."),
+    click.option("--account", default=None, help="Slurm: --account for every job."),
+    click.option("--qos", default=None, help="Slurm: --qos for every job."),
+    click.option("--time", "time_limit", default=None, metavar="LIMIT",
+                 help="Slurm: --time for probe jobs, e.g. 4:00:00."),
+    click.option("--gpus-per-probe", type=click.IntRange(0, 64), default=1, show_default=True,
+                 help="Slurm: GPUs for each test task."),
+    click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+                 help="Slurm: extra #SBATCH line for probe jobs (repeatable), e.g. "
+                      "--sbatch-arg=--constraint=h100."),
+    click.option("--container-runtime", type=click.Choice(["none", "pyxis", "enroot",
+                                                            "apptainer"]),
+                 default="none", show_default=True,
+                 help="Slurm: how probe jobs enter the image (none: bare metal, e.g. modules)."),
+    click.option("--shared-dir", type=click.Path(path_type=Path), default=None,
+                 help="Slurm: a directory every node sees (worktrees, wheels, verdicts). "
+                      "Default: STATE/slurm."),
+    click.option("--max-retries", type=click.IntRange(0, 20), default=2, show_default=True,
+                 help="Slurm: resubmissions of a probe that was preempted, cancelled or "
+                      "lost with its node, before it counts as a skip."),
 )
+
+SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "account": "account",
+              "qos": "qos", "time_limit": "time", "gpus_per_probe": "gpus_per_probe",
+              "sbatch_args": "sbatch_args", "container_runtime": "runtime",
+              "shared_dir": "shared_dir", "max_retries": "max_retries"}
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
@@ -149,8 +176,10 @@ QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "te
 
 
 def _options(params: dict[str, Any]) -> Options:
+    slurm = {SLURM_KEYS[k]: params[k] for k in SLURM_KEYS}
+    slurm["sbatch_args"] = list(slurm["sbatch_args"])
     opts = Options(cache_dir=default_cache(params["cache_dir"]),
-                   state=default_state(params["state"]),
+                   state=default_state(params["state"]), slurm=slurm,
                    **{k: params[k] for k in QUESTION_KEYS})
     opts.check()
     return opts
@@ -186,8 +215,11 @@ def cli() -> None:
                    "into jobs+1 parts.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what the next round would run (with --backend slurm: its batch "
+                   "scripts) and stop; submits and builds nothing.")
 @click.pass_context
-def bisect(ctx, jobs, as_json, quiet, repeat, repeat_policy, **params):
+def bisect(ctx, jobs, as_json, quiet, dry_run, repeat, repeat_policy, **params):
     """Bisect between two revisions or releases on the first-parent path.
 
     Both endpoints are tested first. Killed or interrupted, the same command resumes
@@ -200,9 +232,12 @@ def bisect(ctx, jobs, as_json, quiet, repeat, repeat_policy, **params):
         catalog = Catalog.load(opts.cache_dir)
         old, new = endpoints(opts, catalog)
         rng = open_range(opts, old, new)
-        backend = make_backend(opts, rng, old, new, _say)
+        backend = make_backend(opts, rng, old, new, _say, store)
         for note in opts.notes:
             _say(note)
+        if dry_run:
+            return _dry_run(Bisection(store, rng, backend, jobs=jobs, repeat=repeat,
+                                      policy=RepeatPolicy(repeat_policy)), backend)
         backend.prepare()
         events = make_events(jobs, quiet or as_json and not sys.stderr.isatty())
         bis = Bisection(store, rng, backend, jobs=jobs, repeat=repeat,
@@ -242,18 +277,36 @@ def _write_report(store: Store, sid: str, cache_dir: Path):
         return None
 
 
+def _dry_run(bis: Bisection, backend) -> int:
+    step = bis.peek()
+    if not isinstance(step, list):
+        click.echo(f"nothing to run: the stored verdicts already give the result "
+                   f"({step.status.value})")
+        return 0
+    click.echo(f"next round: {len(step)} probe(s): " +
+               ", ".join(f"{r.commit[:12]} [{r.index}]" for r in step))
+    for name, script in getattr(backend, "dry_run", lambda reqs: [])(step):
+        click.echo(f"\n# ---- {name} ----\n{script}")
+    return 0
+
+
 def _probe_argv(ctx: click.Context) -> list[str]:
     """The `bisect-ngc probe` command line that re-runs one probe of this question."""
     argv = ["bisect-ngc", "probe"]
     for param in ctx.command.params:
-        if param.name in ("jobs", "as_json", "quiet") or not isinstance(param, click.Option):
+        if param.name in ("jobs", "as_json", "quiet", "dry_run") or \
+                not isinstance(param, click.Option):
             continue
         value = ctx.params.get(param.name)
-        if value is None or value == param.default or value is False:
+        if value is None or value == param.default or value is False or value == ():
             continue
         flag = param.opts[0]
         if param.name in ("state", "cache_dir"):
             value = str(Path(value).expanduser().resolve())
+        if isinstance(value, tuple):
+            for item in value:
+                argv += [f"{flag}={item}"]
+            continue
         argv += [flag] if value is True else [flag, str(value)]
     return argv
 
@@ -387,7 +440,7 @@ def probe(commit, repeat, repeat_policy, **params):
         history = History.open(spec, opts.cache_dir)
         sha = history.resolve(commit)
         rng = Range(history, sha, sha, [sha], history.identity(sha), {"commit": commit})
-        backend = make_backend(opts, rng, old, new, _say)
+        backend = make_backend(opts, rng, old, new, _say, store)
         backend.prepare()
         sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
         req = ProbeRequest(session=sid, commit=sha, index=0, slot=0, runs=repeat,
@@ -487,6 +540,56 @@ def log(state, session, as_json):
         why = f" ({p.reason})" if p.reason else ""
         click.echo(f"  round {p.round:>2}  {p.commit[:12]}  {p.idx:>6}/{n - 1}  "
                    f"{p.verdict.value:<4}{why}{tag}{timing}")
+    return 0
+
+
+# --- the controller as a batch job ----------------------------------------------------
+
+@cli.group()
+def slurm():
+    """Run whole bisections on a Slurm cluster."""
+
+
+@slurm.command("submit", epilog=RELEASE_HELP)
+@question_options
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--controller-partition", default=None,
+              help="Partition for the controller job (default: --partition).")
+@click.option("--controller-time", default="2-00:00:00", show_default=True,
+              help="Time limit of the controller job.")
+@click.pass_context
+def slurm_submit(ctx, jobs, controller_partition, controller_time, repeat, repeat_policy,
+                 **params):
+    """Submit the controller itself as a small CPU job, so a whole bisection runs
+    unattended with --backend slurm. Prints the job id and where the report will be.
+    The controller is requeued on preemption and re-attaches to its probe jobs."""
+    params["backend"] = "slurm"
+    opts = _options(params)
+    store = Store(opts.state)
+    catalog = Catalog.load(opts.cache_dir)
+    old, new = endpoints(opts, catalog)
+    rng = open_range(opts, old, new)
+    backend = make_backend(opts, rng, old, new, _say, store)
+    backend.prepare()
+    bis = Bisection(store, rng, backend, jobs=jobs, repeat=repeat,
+                    policy=RepeatPolicy(repeat_policy))
+    sid, _ = bis.predicted_session()
+    argv = [sys.executable, "-m", "bisect_ngc", "bisect", "--backend", "slurm", "--quiet",
+            "--jobs", str(jobs)] + [a for a in _probe_argv(ctx)[2:]
+                                     if a not in ("--backend", "slurm")]
+    from .backends.slurm import render_controller
+    shared = backend.s.shared_dir
+    script = shared / "controller" / f"{sid}.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(render_controller(
+        name=f"bisect-ngc-controller-{sid}", partition=controller_partition or opts.slurm[
+            "partition"], account=opts.slurm["account"], qos=opts.slurm["qos"],
+        time=controller_time, extra=opts.slurm["sbatch_args"],
+        out=str(script.with_suffix(".out")), cwd=os.getcwd(), argv=shlex.join(argv)))
+    job = backend.sched.run(["sbatch", "--parsable", str(script)], what="sbatch").strip()
+    click.echo(f"submitted controller job {job.split(';')[0]} for session {sid}")
+    click.echo(f"log: {script.with_suffix('.out')}")
+    click.echo(f"report: {opts.state / 'reports' / (sid + '.md')}")
     return 0
 
 

@@ -118,10 +118,7 @@ class Bisection:
                 verdicts[i] = hit.verdict
                 self.events.probe(hit)
                 continue
-            requests.append(ProbeRequest(
-                session=sid, commit=commit, index=i, slot=len(requests), runs=self.repeat,
-                policy=self.policy, log_dir=self.store.root / "logs" / sid / commit[:12],
-                artifacts=self.store.root / "artifacts" / self.recipe_hash[:12] / commit))
+            requests.append(self._request(sid, i, len(requests)))
         if not requests:
             return
         started = time.time()
@@ -134,6 +131,36 @@ class Bisection:
             self.store.cache_put(self.cache_key(req.commit), rec)
             verdicts[req.index] = rec.verdict
             self.events.probe(rec)
+
+    def _request(self, sid: str, index: int, slot: int) -> ProbeRequest:
+        commit = self.rng.candidates[index]
+        return ProbeRequest(
+            session=sid, commit=commit, index=index, slot=slot, runs=self.repeat,
+            policy=self.policy, log_dir=self.store.root / "logs" / sid / commit[:12],
+            artifacts=self.store.root / "artifacts" / self.recipe_hash[:12] / commit)
+
+    def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
+        """The session a run would use now, and its verdicts so far; changes nothing."""
+        mine = [s for s in self.store.sessions() if s.params.get("key") == self.key]
+        unfinished = [s for s in mine if s.status not in FINISHED]
+        if unfinished:
+            return unfinished[0].id, self.store.verdicts(unfinished[0].id)
+        return f"{self.key}-{len(mine) + 1}", {}
+
+    def peek(self) -> Result | list[ProbeRequest]:
+        """The probes the next round would run (cache hits left out), or the result."""
+        sid, verdicts = self.predicted_session()
+        n = len(self.rng.candidates)
+        while True:
+            step = next_step(n, verdicts, self.jobs)
+            if isinstance(step, Result):
+                return step
+            hits = {i: self.store.cache_get(self.cache_key(self.rng.candidates[i]))
+                    for i in step.indices}
+            wanted = [i for i in step.indices if hits[i] is None]
+            if wanted:
+                return [self._request(sid, i, slot) for slot, i in enumerate(wanted)]
+            verdicts.update({i: hit.verdict for i, hit in hits.items()})
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome, started: float) -> ProbeRecord:
         return ProbeRecord(

@@ -193,10 +193,19 @@ class Worktrees:
         self.history = history
         self.root = root
 
-    def path(self, slot: int) -> Path:
+    def path(self, slot: int | str) -> Path:
         return self.root / f"slot-{slot}"
 
-    def checkout(self, slot: int, sha: str, *, clean: bool = True) -> Path:
+    def remove(self, slot: int | str) -> None:
+        wt = self.path(slot)
+        if wt.exists():
+            try:
+                self.history.repo.git.worktree("remove", "--force", str(wt))
+            except git.GitCommandError:
+                shutil.rmtree(wt, ignore_errors=True)
+                self.history.repo.git.worktree("prune")
+
+    def checkout(self, slot: int | str, sha: str, *, clean: bool = True) -> Path:
         """Put slot's worktree at sha; raises CheckoutError for per-commit failures."""
         wt = self.path(slot)
         repo = self.history.repo

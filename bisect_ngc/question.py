@@ -16,11 +16,13 @@ from typing import Any, Callable
 from .artifacts import ArtifactStore
 from .backends.docker import DockerBackend, DockerRecipe
 from .backends.local import LocalBackend
+from .backends.slurm import SlurmBackend, SlurmSettings
 from .engine import Range
 from .errors import UserError
 from .history import History, Worktrees
-from .recipes import local_cuda_arch, pytorch_preset
+from .recipes import REPRO_IN_CONTAINER, local_cuda_arch, pytorch_preset, repro_dir
 from .releases import UPSTREAM, Catalog, Endpoint
+from .store import Store
 
 DEFAULT_CUDA_ARCH = "9.0"
 
@@ -48,6 +50,7 @@ class Options:
     repro_args: str = ""
     gpus: str = "auto"
     build_tree: bool | None = None
+    slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -71,6 +74,8 @@ class Options:
                 raise UserError("--test is required outside release mode",
                                 hint="a shell command whose exit code is the verdict "
                                      "(0 pass, 1-127 fail, 125 skip)")
+        if self.backend_name == "slurm" and not self.release_mode and not self.test:
+            raise UserError("--backend slurm needs --test", hint="or use release mode")
         if self.backend_name == "docker" and not self.release_mode and not self.image:
             raise UserError("--backend docker needs --image for a generic recipe",
                             hint="name an image that has what --build and --test need")
@@ -135,8 +140,30 @@ def docker_recipe(opts: Options, old: Endpoint, new: Endpoint) -> DockerRecipe:
     return recipe
 
 
+def slurm_backend(opts: Options, rng: Range, old: Endpoint, new: Endpoint, store: Store,
+                  say: Callable[[str], None]) -> SlurmBackend:
+    cfg = dict(opts.slurm)
+    shared = Path(cfg.pop("shared_dir", None) or opts.state / "slurm").expanduser().resolve()
+    runtime = cfg.get("runtime", "none")
+    image = opts.image or opts.base_image or (old.image if opts.release_mode else None)
+    settings = SlurmSettings(shared_dir=shared, image=image, **cfg)
+    build, test, mounts = opts.build, opts.test, []
+    if opts.release_mode:
+        recipe = pytorch_preset(
+            base_image(opts, old, new), cuda_arch=opts.cuda_arch or local_cuda_arch()
+            or DEFAULT_CUDA_ARCH, max_jobs=opts.max_jobs,
+            repro_args=shlex.split(opts.repro_args),
+            repro_parent=REPRO_IN_CONTAINER if runtime != "none" else str(repro_dir().parent))
+        build, test = opts.build or recipe.build, opts.test or recipe.test
+        mounts = recipe.mounts if runtime != "none" else []
+    worktrees = Worktrees(rng.history, shared / "worktrees" / rng.repo_id[:12])
+    return SlurmBackend(worktrees, build=build, test=test, settings=settings, store=store,
+                        artifacts=ArtifactStore(shared / "artifacts"), timeout=opts.timeout,
+                        build_timeout=opts.build_timeout, mounts=mounts, say=say)
+
+
 def make_backend(opts: Options, rng: Range, old: Endpoint, new: Endpoint,
-                 say: Callable[[str], None]):
+                 say: Callable[[str], None], store: Store | None = None):
     worktrees = Worktrees(rng.history, opts.state / "worktrees" / rng.repo_id[:12])
     if opts.backend_name == "local":
         if opts.release_mode and not (opts.build and opts.test):
@@ -149,4 +176,6 @@ def make_backend(opts: Options, rng: Range, old: Endpoint, new: Endpoint,
                              artifacts=ArtifactStore(opts.cache_dir / "artifacts"),
                              cache_dir=opts.cache_dir, state_dir=opts.state,
                              timeout=opts.timeout, build_timeout=opts.build_timeout, say=say)
-    raise UserError(f"unknown backend '{opts.backend_name}'", hint="use local or docker")
+    if opts.backend_name == "slurm" and store is not None:
+        return slurm_backend(opts, rng, old, new, store, say)
+    raise UserError(f"unknown backend '{opts.backend_name}'", hint="use local, docker or slurm")

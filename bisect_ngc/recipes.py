@@ -65,13 +65,14 @@ def repro_dir() -> Path:
 def pytorch_preset(base_image: str, *, cuda_arch: str, max_jobs: int | None = None,
                    repro_args: list[str] | None = None, ccache_size: str = "50G",
                    extra_env: dict[str, str] | None = None, gpus: str = "all",
-                   build_tree: bool = True) -> DockerRecipe:
+                   build_tree: bool = True,
+                   repro_parent: str = REPRO_IN_CONTAINER) -> DockerRecipe:
     """The PyTorch recipe, with the builder Dockerfile it needs."""
     settings = {"cuda_arch": cuda_arch, "max_jobs": max_jobs or os.cpu_count() or 1,
                 "ccache_size": ccache_size, "extra_env": sorted((extra_env or {}).items())}
     build = render("pytorch-build.sh.j2", base_image=base_image, **settings)
     test = render("pytorch-test.sh.j2", base_image=base_image,
-                  repro_parent=REPRO_IN_CONTAINER,
+                  repro_parent=repro_parent,
                   repro_args=shlex.join(repro_args or []))
     dockerfile = render("builder.Dockerfile.j2", base_image=base_image,
                         recipe_hash=digest([build, settings])[:16])

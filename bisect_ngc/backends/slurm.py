@@ -1,0 +1,400 @@
+"""Probes as Slurm job arrays: one build array on CPU nodes, one test array on GPU nodes
+that depends on it (afterok), per round.
+
+Every job id is written to the state database before the controller waits on it, so a
+killed controller run again re-attaches to its jobs and never submits a probe twice.
+Each task writes its outcome to a JSON file in the shared directory (write, then rename).
+Polling asks the scheduler about all of a session's jobs in one squeue call, backing off,
+and one sacct call for the jobs that ended without an outcome file.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import jinja2
+
+from ..artifacts import ArtifactStore
+from ..errors import UserError
+from ..history import CheckoutError, Worktrees
+from ..search import RepeatPolicy, Verdict, combine_runs
+from ..store import Store, digest
+from . import PhaseCallback, ProbeOutcome, ProbeRequest, verdict_from_exit
+from .docker import Mount
+
+RUNTIMES = ("none", "pyxis", "enroot", "apptainer")
+RETRYABLE = {"PREEMPTED", "NODE_FAIL", "REQUEUED", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
+ENDED = RETRYABLE | {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
+
+_env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates"),
+                          undefined=jinja2.StrictUndefined, trim_blocks=True,
+                          lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+_env.filters["q"] = lambda v: __import__("shlex").quote(str(v))
+_env.filters["mount"] = lambda m: f"{m.host}:{m.container}" + (":ro" if m.read_only else "")
+
+
+@dataclass
+class SlurmSettings:
+    partition: str | None = None          # builds (CPU); default: the cluster's default
+    gpu_partition: str | None = None      # tests; default: --partition
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    gpus_per_probe: int = 1
+    sbatch_args: list[str] = field(default_factory=list)
+    runtime: str = "none"
+    image: str | None = None
+    shared_dir: Path = Path(".")
+    max_retries: int = 2
+    poll_min: float = 1.0
+    poll_max: float = 30.0
+
+
+class Scheduler:
+    """The Slurm commands, counted, with errors turned into UserError."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, str]] = []
+
+    def run(self, argv: list[str], *, what: str, may_fail: bool = False) -> str:
+        if shutil.which(argv[0]) is None:
+            raise UserError(f"{argv[0]} is not on PATH: this host is not a Slurm client",
+                            hint="run on a login node, or install slurm-client")
+        self.calls.append((time.time(), argv[0]))
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0 and may_fail:
+            return ""
+        if proc.returncode != 0:
+            msg = (proc.stderr or proc.stdout).strip().splitlines()
+            raise UserError(f"{what} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
+                            hint="check the partition, account and QOS (`sinfo -s`, "
+                                 "`sacctmgr show assoc user=$USER`)")
+        return proc.stdout
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, worktrees: Worktrees, *, build: str | None, test: str,
+                 settings: SlurmSettings, store: Store, artifacts: ArtifactStore,
+                 timeout: float | None = None, build_timeout: float | None = None,
+                 env: dict[str, str] | None = None, mounts: list[Mount] | None = None,
+                 say: Callable[[str], None] | None = None):
+        self.worktrees = worktrees
+        self.build_cmd = build or "true"
+        self.test_cmd = test
+        self.s = settings
+        self.store = store
+        self.artifacts = artifacts
+        self.timeout = timeout
+        self.build_timeout = build_timeout
+        self.env = env or {}
+        self.mounts = mounts or []
+        self.say = say or (lambda text: None)
+        self.sched = Scheduler()
+        self.session = ""
+        self.cancelling = False
+
+    # --- the interface -------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "build": self.build_cmd, "test": self.test_cmd,
+                "runtime": self.s.runtime, "image": self.s.image,
+                "partition": self.s.partition, "gpu_partition": self.s.gpu_partition,
+                "gpus_per_probe": self.s.gpus_per_probe, "timeout": self.timeout}
+
+    def environment(self) -> str:
+        return f"slurm:{self.s.runtime}:{self.s.image or '-'}"
+
+    def recipe(self) -> dict[str, Any]:
+        return {"build": self.build_cmd, "runtime": self.s.runtime, "image": self.s.image,
+                "env": self.env}
+
+    def test_recipe(self) -> dict[str, Any]:
+        return {"test": self.test_cmd, "timeout": self.timeout}
+
+    def prepare(self) -> None:
+        if self.s.runtime not in RUNTIMES:
+            raise UserError(f"unknown container runtime '{self.s.runtime}'",
+                            hint=f"use one of {', '.join(RUNTIMES)}")
+        if self.s.runtime != "none" and not self.s.image:
+            raise UserError(f"--container-runtime {self.s.runtime} needs an image",
+                            hint="pass --image (or use release mode, which picks one)")
+        out = self.sched.run(["sinfo", "-h", "-o", "%P"], what="sinfo")
+        known = {p.rstrip("*") for p in out.split()}
+        for flag, part in (("--partition", self.s.partition),
+                           ("--gpu-partition", self.s.gpu_partition)):
+            if part and part not in known:
+                raise UserError(f"unknown Slurm partition '{part}' ({flag})",
+                                hint=f"partitions here: {', '.join(sorted(known))}")
+
+    def cancel(self) -> None:
+        self.cancelling = True
+        jobs = self._session_jobs()
+        if jobs:
+            try:
+                self.sched.run(["scancel", *sorted(jobs)], what="scancel")
+            except UserError as exc:
+                self.say(str(exc))
+
+    # --- bookkeeping in the state database -------------------------------------------
+    def _probes(self) -> dict[str, dict[str, Any]]:
+        return {k[6:]: v for k, v in self.store.recall(self.session).items()
+                if k.startswith("probe:")}
+
+    def _session_jobs(self) -> set[str]:
+        jobs = set()
+        for rec in self._probes().values():
+            jobs.update(j for j in (rec.get("build_job"), rec.get("test_job")) if j)
+        return jobs
+
+    # --- rendering -------------------------------------------------------------------
+    def round_dir(self, key: str) -> Path:
+        return self.s.shared_dir / "rounds" / self.session / key
+
+    def render(self, key: str, tasks: list[dict[str, Any]], runs: int,
+               policy: RepeatPolicy) -> tuple[str, str]:
+        rdir = self.round_dir(key)
+        common = dict(account=self.s.account, qos=self.s.qos, time=self.s.time,
+                      extra=self.s.sbatch_args, runtime=self.s.runtime,
+                      image=self.s.image or "", shared_dir=str(self.s.shared_dir),
+                      round_key=key, round_dir=str(rdir), tasks=tasks,
+                      env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
+        mounts = self._mounts(tasks)
+        build = _env.get_template("slurm-build.sh.j2").render(
+            name=f"bisect-ngc-build-{self.session}", partition=self.s.partition or "",
+            out=str(rdir / "slurm-build-%A_%a.out"), build=self.build_cmd,
+            build_timeout=self.build_timeout and int(self.build_timeout), mounts=mounts,
+            **common)
+        test = _env.get_template("slurm-test.sh.j2").render(
+            name=f"bisect-ngc-test-{self.session}",
+            partition=self.s.gpu_partition or self.s.partition or "",
+            out=str(rdir / "slurm-test-%A_%a.out"), test=self.test_cmd, runs=runs,
+            stop_on_fail=policy is RepeatPolicy.ANY, gpus=self.s.gpus_per_probe,
+            timeout=self.timeout and int(self.timeout), mounts=mounts, **common)
+        return build, test
+
+    def _mounts(self, tasks: list[dict[str, Any]]) -> list[Mount]:
+        git_dir = Path(self.worktrees.history.repo.git.rev_parse("--git-common-dir"))
+        if not git_dir.is_absolute():
+            git_dir = (Path(self.worktrees.history.repo.working_dir or ".") / git_dir).resolve()
+        return [Mount(self.s.shared_dir, str(self.s.shared_dir), read_only=False),
+                Mount(self.worktrees.root, str(self.worktrees.root), read_only=False),
+                Mount(git_dir, str(git_dir)), *self.mounts]
+
+    # --- one round --------------------------------------------------------------------
+    def prepare_tasks(self, requests: Sequence[ProbeRequest]
+                      ) -> tuple[list[dict[str, Any]], dict[str, ProbeOutcome]]:
+        """Check out worktrees; a checkout failure is an immediate skip."""
+        tasks, early = [], {}
+        for req in requests:
+            try:
+                # One worktree per commit: jobs of an interrupted round may still use theirs.
+                wt = self.worktrees.checkout(req.commit[:12], req.commit, clean=True)
+            except CheckoutError as exc:
+                early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc))
+                continue
+            key = ArtifactStore.key(req.commit, self.environment(), digest(self.recipe()), {})
+            tasks.append({"commit": req.commit, "worktree": str(wt), "index": len(tasks),
+                          "final": str(self.artifacts.path(key)),
+                          "staging": str(self.artifacts.root / ".staging" / key)})
+        return tasks, early
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        self.session = requests[0].session
+        by_commit = {r.commit: r for r in requests}
+        known = self._probes()
+        fresh = [r for r in requests if r.commit not in known]
+        if known.keys() & by_commit.keys():
+            self.say(f"re-attaching to {len(known.keys() & by_commit.keys())} probe job(s) "
+                     "submitted by an earlier run")
+        try:
+            if fresh:
+                for commit, outcome in self._submit(fresh).items():
+                    yield by_commit[commit], outcome
+            for req in requests:
+                on_phase(req, "queued")
+            yield from self._wait(by_commit, requests[0].runs, requests[0].policy, on_phase)
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _submit(self, requests: Sequence[ProbeRequest], attempt: int = 0
+                ) -> dict[str, ProbeOutcome]:
+        tasks, early = self.prepare_tasks(requests)
+        if not tasks:
+            return early
+        key = digest([t["commit"] for t in tasks] + [time.time()])[:12]
+        rdir = self.round_dir(key)
+        rdir.mkdir(parents=True, exist_ok=True)
+        build, test = self.render(key, tasks, requests[0].runs, requests[0].policy)
+        (rdir / "build.sh").write_text(build)
+        (rdir / "test.sh").write_text(test)
+        build_job = self._sbatch(rdir / "build.sh", [])
+        test_job = self._sbatch(rdir / "test.sh", [f"--dependency=afterok:{build_job}"])
+        for t in tasks:
+            self.store.remember(self.session, f"probe:{t['commit']}", {
+                "round": key, "task": t["index"], "build_job": build_job,
+                "test_job": test_job, "attempt": attempt, "submitted": time.time()})
+        self.say(f"submitted {len(tasks)} probe(s): build array {build_job}, test array "
+                 f"{test_job}")
+        return early
+
+    def _sbatch(self, script: Path, extra: list[str]) -> str:
+        out = self.sched.run(["sbatch", "--parsable", *extra, str(script)], what="sbatch")
+        return out.strip().split(";")[0]
+
+    def _wait(self, by_commit: dict[str, ProbeRequest], runs: int, policy: RepeatPolicy,
+              on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        pending = set(by_commit)
+        delay = self.s.poll_min
+        while pending:
+            probes = self._probes()
+            for commit in sorted(pending):
+                outcome = self._outcome(commit, probes[commit], runs, policy)
+                if outcome is not None:
+                    pending.discard(commit)
+                    self.worktrees.remove(commit[:12])
+                    yield by_commit[commit], outcome
+            if not pending:
+                break
+            states = self._states({probes[c][k] for c in pending
+                                   for k in ("build_job", "test_job")})
+            gone = []
+            for commit in sorted(pending):
+                rec = probes[commit]
+                state = states.get(f"{rec['test_job']}_{rec['task']}") or \
+                    states.get(rec["test_job"])
+                bstate = states.get(f"{rec['build_job']}_{rec['task']}") or \
+                    states.get(rec["build_job"])
+                if state in ("RUNNING", "COMPLETING"):
+                    on_phase(by_commit[commit], "test")
+                elif bstate in ("RUNNING", "COMPLETING"):
+                    on_phase(by_commit[commit], "build")
+                if state is None and bstate is None:
+                    gone.append(commit)
+            progressed = False
+            for commit, ended in self._ended({c: probes[c] for c in gone}).items():
+                progressed = True
+                outcome = self._handle_end(commit, probes[commit], ended, by_commit[commit])
+                if outcome is not None:
+                    pending.discard(commit)
+                    yield by_commit[commit], outcome
+            delay = self.s.poll_min if progressed else min(delay * 1.5, self.s.poll_max)
+            if pending:
+                time.sleep(delay)
+
+    def _result_path(self, rec: dict[str, Any]) -> Path:
+        return self.round_dir(rec["round"]) / f"result-{rec['task']}.json"
+
+    def _outcome(self, commit: str, rec: dict[str, Any], runs: int,
+                 policy: RepeatPolicy) -> ProbeOutcome | None:
+        path = self._result_path(rec)
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        rdir, n = self.round_dir(rec["round"]), rec["task"]
+        logs = {"build": rdir / f"build-{n}.log"} if (rdir / f"build-{n}.log").exists() else {}
+        details = {"slurm_test_job": f"{rec['test_job']}_{n}", "attempt": rec.get("attempt", 0)}
+        if data.get("build_failed"):
+            build = data.get("build") or {}
+            code = build.get("exit_code")
+            reason = "build timed out" if code == 124 and self.build_timeout else \
+                f"build failed (exit {code})"
+            return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, logs=logs,
+                                build_s=(build.get("build_ms") or 0) / 1000, details=details)
+        build = json.loads((rdir / f"build-{n}.json").read_text()) \
+            if (rdir / f"build-{n}.json").exists() else {}
+        verdicts, reasons = [], []
+        for run, code in enumerate(data["codes"], 1):
+            logs[f"test-{run}"] = rdir / f"test-{n}-{run}.log"
+            verdict, reason = verdict_from_exit(code)
+            if data.get("timeout_code") is not None and code == data["timeout_code"]:
+                verdict, reason = Verdict.SKIP, "timeout"
+            verdicts.append(verdict)
+            reasons.append(reason)
+        verdict = combine_runs(verdicts, policy)
+        reason = "" if verdict is not Verdict.SKIP else next(
+            (r for v, r in zip(verdicts, reasons) if v is Verdict.SKIP and r),
+            "repeated runs split evenly between pass and fail")
+        built = build.get("build_ms")
+        return ProbeOutcome(verdict, reason, exit_code=data["codes"][-1] if data["codes"] else None,
+                            build_s=built / 1000 if built else None,
+                            test_s=sum(data.get("ms", [])) / 1000, runs=verdicts, logs=logs,
+                            details=dict(details, node=data.get("node"),
+                                         build_reused=not built))
+
+    def _states(self, jobs: set[str]) -> dict[str, str]:
+        """One squeue call for every job of the session still known to the scheduler."""
+        # squeue fails on ids it has already forgotten: those jobs have ended.
+        out = self.sched.run(["squeue", "-h", "-j", ",".join(sorted(jobs)), "-o", "%i|%T"],
+                             what="squeue", may_fail=True) if jobs else ""
+        states = {}
+        for line in out.splitlines():
+            job, _, state = line.partition("|")
+            states[job.strip()] = state.strip()
+            if "_[" in job:          # a pending array range like 12_[0-3]
+                states[job.split("_")[0]] = state.strip()
+        return states
+
+    def _ended(self, recs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """How tasks that left the queue without an outcome file ended: one sacct call."""
+        recs = {c: r for c, r in recs.items() if not self._result_path(r).exists()}
+        if not recs:
+            return {}
+        jobs = sorted({r[k] for r in recs.values() for k in ("build_job", "test_job")})
+        out = self.sched.run(["sacct", "-n", "-P", "-X", "-j", ",".join(jobs), "-o",
+                              "JobID,State"], what="sacct")
+        states = {}
+        for line in out.splitlines():
+            job, _, state = line.partition("|")
+            states[job] = state.split()[0] if state else ""
+        ended = {}
+        for commit, rec in recs.items():
+            if self._result_path(rec).exists():
+                continue     # it finished between the two looks
+            state = states.get(f"{rec['test_job']}_{rec['task']}")
+            bstate = states.get(f"{rec['build_job']}_{rec['task']}")
+            if bstate in RETRYABLE | {"TIMEOUT", "OUT_OF_MEMORY", "FAILED"} and state in (
+                    None, "CANCELLED", "PENDING"):
+                state = bstate   # the build task's end decided the test task's fate
+            if state in ENDED:
+                ended[commit] = state
+            elif state is None and time.time() - rec.get("submitted", 0) > 120:
+                ended[commit] = "UNKNOWN"
+        return ended
+
+    def _handle_end(self, commit: str, rec: dict[str, Any], state: str,
+                    req: ProbeRequest) -> ProbeOutcome | None:
+        if self.cancelling:
+            return None
+        if state in RETRYABLE or state == "UNKNOWN":
+            attempt = rec.get("attempt", 0) + 1
+            if attempt > self.s.max_retries:
+                return ProbeOutcome(Verdict.SKIP, f"{state.lower()} after {attempt} attempt(s)")
+            self.say(f"probe {commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
+            early = self._submit([req], attempt=attempt)
+            return early.get(commit)
+        if state == "TIMEOUT":
+            return ProbeOutcome(Verdict.SKIP, "timeout")
+        if state == "OUT_OF_MEMORY":
+            return ProbeOutcome(Verdict.SKIP, "out of memory")
+        return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} without a result")
+
+    def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
+        """The batch scripts the next round would submit (nothing is checked out)."""
+        self.session = requests[0].session
+        tasks = [{"commit": r.commit, "worktree": str(self.worktrees.path(r.commit[:12])),
+                  "index": i, "final": f"<artifact of {r.commit[:12]}>",
+                  "staging": f"<staging of {r.commit[:12]}>"} for i, r in enumerate(requests)]
+        build, test = self.render("DRYRUN", tasks, requests[0].runs, requests[0].policy)
+        return [("build.sh", build), ("test.sh", test)]
+
+
+def render_controller(**values: Any) -> str:
+    return _env.get_template("slurm-controller.sh.j2").render(**values)
