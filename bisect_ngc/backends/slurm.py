@@ -141,6 +141,11 @@ class SlurmBackend:
             except UserError as exc:
                 self.say(str(exc))
 
+    @property
+    def job_tag(self) -> str:
+        """Names this session's jobs: session ids repeat across state directories."""
+        return f"{self.session}-{digest(str(self.store.root))[:6]}"
+
     # --- bookkeeping in the state database -------------------------------------------
     def _probes(self) -> dict[str, dict[str, Any]]:
         return {k[6:]: v for k, v in self.store.recall(self.session).items()
@@ -166,12 +171,12 @@ class SlurmBackend:
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
         mounts = self._mounts(tasks)
         build = _env.get_template("slurm-build.sh.j2").render(
-            name=f"bisect-ngc-build-{self.session}", partition=self.s.partition or "",
+            name=f"bisect-ngc-build-{self.job_tag}", partition=self.s.partition or "",
             out=str(rdir / "slurm-build-%A_%a.out"), build=self.build_cmd,
             build_timeout=self.build_timeout and int(self.build_timeout), mounts=mounts,
             **common)
         test = _env.get_template("slurm-test.sh.j2").render(
-            name=f"bisect-ngc-test-{self.session}",
+            name=f"bisect-ngc-test-{self.job_tag}",
             partition=self.s.gpu_partition or self.s.partition or "",
             out=str(rdir / "slurm-test-%A_%a.out"), test=self.test_cmd, runs=runs,
             stop_on_fail=policy is RepeatPolicy.ANY, gpus=self.s.gpus_per_probe,

@@ -1,0 +1,274 @@
+"""The Slurm backend on a real single-node cluster (scripts/slurm-up.sh starts one: munge,
+slurmdbd + MariaDB, slurmctld, slurmd, partitions cpu and gpu, fake gres/gpu; CI runs it).
+Skipped, with the reason, where no cluster answers. The pyxis, enroot and apptainer
+runtimes cannot run here (no GPU containers, no registry): their scripts are checked as
+rendered text only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bisect_ngc.backends import ProbeRequest
+from bisect_ngc.backends.docker import Mount
+from bisect_ngc.backends.slurm import SlurmBackend, SlurmSettings
+from bisect_ngc.cli import main
+from bisect_ngc.history import History, Worktrees
+from bisect_ngc.artifacts import ArtifactStore
+from bisect_ngc.search import RepeatPolicy, ceil_log
+from bisect_ngc.store import Store
+
+from .repos import BUILD, TEST, make_repo
+
+
+def _cluster_problem() -> str | None:
+    if shutil.which("sbatch") is None:
+        return "no Slurm client here; run scripts/slurm-up.sh"
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        return "no slurmctld answering; run scripts/slurm-up.sh"
+    parts = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout
+    if "gpu" not in parts:
+        return "the cluster lacks the gpu partition scripts/slurm-up.sh makes"
+    return None
+
+
+PROBLEM = _cluster_problem()
+needs_slurm = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def slurm_args(repo, tmp, *extra, test=TEST):
+    n = len(subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=repo,
+                           capture_output=True, text=True).stdout.split())
+    return ["bisect", "--repo", str(repo), "--old", f"main~{n - 1}", "--new", "main",
+            "--build", BUILD, "--test", test, "--backend", "slurm", "--partition", "cpu",
+            "--gpu-partition", "gpu", "--state", str(tmp / "st"), "--quiet", *extra]
+
+
+def my_jobs(session: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if session in line]
+
+
+def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
+    """commit -> how many test tasks were submitted for it, from the round scripts and
+    cross-checked with sacct."""
+    counts: dict[str, int] = {}
+    rounds = tmp / "st" / "slurm" / "rounds" / session
+    for script in rounds.glob("*/test.sh"):
+        commits = re.search(r"^COMMITS=\((.*)\)$", script.read_text(), re.M).group(1).split()
+        for c in commits:
+            counts[c] = counts.get(c, 0) + 1
+    from bisect_ngc.store import digest
+    name = f"bisect-ngc-test-{session}-{digest(str((tmp / 'st').resolve()))[:6]}"
+    end = time.monotonic() + 30
+    while True:   # slurmdbd records jobs a moment after they end
+        acct = subprocess.run(["sacct", "-n", "-P", "-X", "--name", name, "-o", "JobID"],
+                              capture_output=True, text=True).stdout.split()
+        if len(acct) >= sum(counts.values()) or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    assert len(acct) == sum(counts.values()), (acct, counts)
+    return counts
+
+
+@needs_slurm
+@pytest.mark.parametrize("jobs", [1, 4])
+def test_bisects_on_the_cluster_within_the_round_bound(tmp_path, capsys, jobs):
+    n = 160
+    shas = make_repo(tmp_path / "r", n, 97, set(range(30, 36)))
+    code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--jobs",
+                                        str(jobs)), capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert (res["first_new"], res["last_old"]) == (shas[97], shas[96])
+    if jobs == 4:
+        assert res["rounds"] <= ceil_log(n, 5) + 3
+    assert not my_jobs(res["session"])
+    assert all(v == 1 for v in submitted_tests(tmp_path, res["session"]).values())
+    assert Path(res["report"]).exists()
+
+
+@needs_slurm
+def test_a_probe_cancelled_by_hand_is_retried(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 40, 25)
+    slow = "sleep 4; " + TEST
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path,
+                                                             "--json", test=slow)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    end = time.monotonic() + 90
+    while victim is None and time.monotonic() < end:
+        out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%j"],
+                             capture_output=True, text=True).stdout
+        running = [line.split("|")[0] for line in out.splitlines() if "bisect-ngc-test" in line]
+        if running:
+            victim = running[0]
+            subprocess.run(["scancel", victim], check=True)
+        time.sleep(0.2)
+    out, err = proc.communicate(timeout=240)
+    assert victim, "no test task ever ran"
+    assert proc.returncode == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[25]
+    assert "retry 1/2" in err
+    counts = submitted_tests(tmp_path, res["session"])
+    assert sorted(counts.values())[-1] == 2 and list(counts.values()).count(2) == 1
+    probes = Store(tmp_path / "st").probes(res["session"])
+    assert any(p.details.get("attempt") == 1 for p in probes)
+    assert not my_jobs(res["session"])
+
+
+@needs_slurm
+def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 120, 77)
+    slow = "sleep 2; " + TEST
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path,
+                                                             "--json", "--jobs", "3",
+                                                             test=slow)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 90
+    rounds = tmp_path / "st" / "slurm" / "rounds"
+    while len(list(rounds.glob("*/*/test.sh"))) < 2:   # killed during the second round
+        assert time.monotonic() < end and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["first_new"] == shas[77]
+    assert "re-attaching" in again.stderr
+    counts = submitted_tests(tmp_path, res["session"])
+    assert counts and all(v == 1 for v in counts.values()), counts
+    assert not my_jobs(res["session"])
+
+
+@needs_slurm
+def test_unknown_partition_is_a_clear_error(tmp_path, capsys):
+    make_repo(tmp_path / "r", 6, 3)
+    args = slurm_args(tmp_path / "r", tmp_path)
+    args[args.index("cpu")] = "nope"
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and out == ""
+    assert "unknown Slurm partition 'nope' (--partition)" in err
+    assert "hint: partitions here:" in err and "gpu" in err
+
+
+@needs_slurm
+def test_dry_run_submits_nothing(tmp_path, capsys):
+    make_repo(tmp_path / "r", 30, 11)
+    before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True,
+                            text=True).stdout.split()
+    code, out, _ = run_cli(slurm_args(tmp_path / "r", tmp_path, "--dry-run", "--jobs", "2"),
+                           capsys)
+    assert code == 0
+    assert "# ---- build.sh ----" in out and "#SBATCH --array=0-1" in out
+    assert "#SBATCH --partition=gpu" in out and "#SBATCH --gpus=1" in out
+    after = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True,
+                           text=True).stdout.split()
+    assert before == after
+
+
+@needs_slurm
+def test_slurm_submit_runs_the_controller_as_a_job(tmp_path, capsys):
+    shas = make_repo(tmp_path / "r", 24, 9)
+    args = slurm_args(tmp_path / "r", tmp_path)
+    args[0:1] = ["slurm", "submit"]
+    args.remove("--quiet")
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0
+    job = re.search(r"submitted controller job (\d+)", out).group(1)
+    report = Path(re.search(r"report: (\S+)", out).group(1))
+    end = time.monotonic() + 180
+    while not report.exists():
+        assert time.monotonic() < end, "the controller job never wrote its report"
+        time.sleep(0.5)
+    assert shas[9][:12] in report.read_text()
+    state = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State"],
+                           capture_output=True, text=True).stdout
+    end = time.monotonic() + 30
+    while "COMPLETED" not in state and time.monotonic() < end:
+        time.sleep(0.5)
+        state = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State"],
+                               capture_output=True, text=True).stdout
+    assert "COMPLETED" in state
+
+
+# --- rendering only: these runtimes cannot run here ----------------------------------
+
+@pytest.fixture
+def backend(tmp_path):
+    make_repo(tmp_path / "r", 4, 2)
+    history = History.open(str(tmp_path / "r"), tmp_path)
+
+    def make(runtime: str, **kw) -> SlurmBackend:
+        settings = SlurmSettings(runtime=runtime, image="nvcr.io/nvidia/pytorch:24.09-py3",
+                                 shared_dir=tmp_path / "shared", partition="cpu",
+                                 gpu_partition="gpu", account="proj'; rm -rf /",
+                                 sbatch_args=["--constraint=h100"], **kw)
+        return SlurmBackend(Worktrees(history, tmp_path / "wt"), build="make -j8",
+                            test="python -m repro --seed '$(reboot)'", settings=settings,
+                            store=Store(tmp_path / "st"),
+                            artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"),
+                            timeout=600, mounts=[Mount(Path("/opt/x"), "/opt/bisect-ngc/repro")])
+    return make
+
+
+def requests(n=2):
+    return [ProbeRequest(session="s-1", commit=f"{i:040x}", index=i, slot=i, runs=3,
+                         policy=RepeatPolicy.ANY, log_dir=Path("/tmp"), artifacts=Path("/tmp"))
+            for i in range(n)]
+
+
+def test_pyxis_script(backend):
+    (_, build), (_, test) = backend("pyxis").dry_run(requests())
+    assert "srun --ntasks=1 --container-image=nvcr.io/nvidia/pytorch:24.09-py3" in test
+    assert "--container-mounts=" in test and ":/opt/bisect-ngc/repro:ro" in test
+    assert "#SBATCH --account='proj'\"'\"'; rm -rf /'" in build
+    assert "#SBATCH --constraint=h100" in test and "#SBATCH --gpus=1" in test
+    assert "timeout -k 10 600" in test and "for run in $(seq 1 3)" in test
+
+
+def test_enroot_script(backend):
+    (_, build), (_, test) = backend("enroot").dry_run(requests())
+    assert "enroot import -o" in test and "docker://nvcr.io/nvidia/pytorch:24.09-py3" in test
+    assert 'enroot start --rw --mount' in test and '"$ENROOT_NAME"' in test
+    assert "enroot remove --force" in test
+
+
+def test_apptainer_script(backend):
+    (_, build), (_, test) = backend("apptainer").dry_run(requests())
+    assert "apptainer exec --nv --pwd" in test
+    assert "docker://nvcr.io/nvidia/pytorch:24.09-py3" in test
+    assert "apptainer exec --pwd" in build       # builds get no GPU
+    assert "bash -c 'python -m repro --seed '\"'\"'$(reboot)'\"'\"''" in test
+
+
+def test_bare_metal_script(backend):
+    (_, build), (_, test) = backend("none").dry_run(requests(3))
+    assert "#SBATCH --array=0-2" in build and "#SBATCH --partition=cpu" in build
+    assert "env -C \"$BISECT_WORKTREE\" bash -c 'make -j8'" in build
+    assert "srun" not in test and "apptainer" not in test
+
+
+@pytest.mark.parametrize("runtime", ["none", "pyxis", "enroot", "apptainer"])
+def test_scripts_are_valid_bash(backend, runtime):
+    for _, script in backend(runtime).dry_run(requests(2)):
+        r = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+        assert r.returncode == 0, r.stderr
