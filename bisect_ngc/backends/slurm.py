@@ -10,6 +10,7 @@ and one sacct call for the jobs that ended without an outcome file.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -66,6 +67,9 @@ class Scheduler:
             raise UserError(f"{argv[0]} is not on PATH: this host is not a Slurm client",
                             hint="run on a login node, or install slurm-client")
         self.calls.append((time.time(), argv[0]))
+        if os.environ.get("BISECT_NGC_SLURM_CALL_LOG"):   # for benchmarks/slurm_rounds.py
+            with open(os.environ["BISECT_NGC_SLURM_CALL_LOG"], "a") as log:
+                log.write(f"{time.time():.3f} {argv[0]}\n")
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0 and may_fail:
             return ""
