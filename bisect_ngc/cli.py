@@ -22,7 +22,7 @@ from .history import CommitInfo, History
 from .progress import make_events
 from .report import render as render_report
 from .question import Options, docker_recipe, endpoints, make_backend, open_range
-from .releases import UPSTREAM, Catalog
+from .releases import UPSTREAM, Catalog, containing
 from .search import RepeatPolicy, expected_probes, expected_rounds
 from .store import StateLock, Store
 
@@ -615,7 +615,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
     if containing:
         history = History.open(torch_repo, cache)
         sha = history.resolve(containing)
-        shipped = _containing(history, sha, catalog)
+        shipped = {r["release"]: r["contains"] for r in containing(history, sha, catalog)}
     for rel in catalog.all():
         row = rel.as_dict()
         row["same_commit_as"] = catalog.same_commit(rel)
@@ -648,21 +648,6 @@ def releases(containing, torch_repo, cache_dir, as_json):
         click.echo(f"first shipped in NGC {first}" if first else
                    "not shipped in any release of the catalog")
     return 0
-
-
-def _containing(history: History, sha: str, catalog: Catalog) -> dict[str, str]:
-    out = {}
-    for rel in catalog.all():
-        if not rel.torch_commit:
-            out[rel.name] = "unknown"
-            continue
-        try:
-            commit = history.resolve(rel.torch_commit)
-        except UserError:
-            out[rel.name] = "unknown"
-            continue
-        out[rel.name] = "yes" if history.is_ancestor(sha, commit) else "no"
-    return out
 
 
 @cli.command()

@@ -203,3 +203,15 @@ def release_from_facts(image: str, facts: dict) -> Release:
 
 def with_full_commit(rel: Release, sha: str) -> Release:
     return replace(rel, torch_commit=sha)
+
+
+def containing(history, sha: str, catalog: Catalog) -> list[dict[str, str]]:
+    """For each catalog release: does its PyTorch commit contain sha? (yes/no/unknown)"""
+    rows = []
+    for rel in catalog.all():
+        commit = history.try_resolve(rel.torch_commit) if rel.torch_commit else None
+        contains = "unknown" if commit is None else \
+            "yes" if history.is_ancestor(sha, commit) else "no"
+        rows.append({"release": rel.name, "image": rel.image, "commit": commit or "",
+                     "contains": contains})
+    return rows

@@ -18,8 +18,9 @@ from typing import Any
 
 import jinja2
 
+from .engine import tally
 from .history import History
-from .releases import Catalog
+from .releases import Catalog, containing
 from .search import Result, Verdict, ceil_log, next_step
 from .store import ProbeRecord, SessionRecord, Store
 
@@ -111,16 +112,9 @@ def _ships(rec: SessionRecord, sha: str, cache_dir: Path) -> list[dict[str, str]
         history = History.open(rec.params.get("origin", ""), cache_dir)
     except Exception:  # noqa: BLE001 - no repository, no section
         return []
-    rows = []
-    for rel in Catalog.load(cache_dir).all():
-        if not rel.torch_commit:
-            continue
-        commit = history.try_resolve(rel.torch_commit)
-        if commit is None:
-            continue
-        rows.append({"release": rel.name, "image": rel.image, "commit": commit[:12],
-                     "contains": "yes" if history.is_ancestor(sha, commit) else "no"})
-    return rows
+    rows = [dict(r, commit=r["commit"][:12])
+            for r in containing(history, sha, Catalog.load(cache_dir))]
+    return [r for r in rows if r["contains"] != "unknown"]
 
 
 def _wall(probes: list[ProbeRecord]) -> float:
@@ -248,9 +242,7 @@ def render(store: Store, sid: str | None, out: Path | None = None, *,
         "serial_time": serial_steps * per_probe,
         "reproduce": reproduce, "excerpt": _excerpt(state, failing), "failing": failing,
         "log_prefix": os.path.relpath(state, out.parent),
-        "tally": {"probes": sum(max(1, len(p.runs)) for p in performed),
-                  "cached": sum(1 for p in probes if p.cached),
-                  "rounds": len({p.round for p in probes})},
+        "tally": tally(probes),
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     scrub = Scrubber({str(state): "$BISECT_NGC_STATE", str(cache_dir): "$BISECT_NGC_CACHE",
