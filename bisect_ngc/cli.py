@@ -22,7 +22,8 @@ from .history import CommitInfo, History
 from .progress import make_events
 from .report import render as render_report
 from .question import Options, docker_recipe, endpoints, make_backend, open_range
-from .releases import UPSTREAM, Catalog, containing
+from .releases import UPSTREAM, Catalog
+from .releases import containing as releases_containing
 from .search import RepeatPolicy, expected_probes, expected_rounds
 from .store import StateLock, Store
 
@@ -615,7 +616,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
     if containing:
         history = History.open(torch_repo, cache)
         sha = history.resolve(containing)
-        shipped = {r["release"]: r["contains"] for r in containing(history, sha, catalog)}
+        shipped = {r["release"]: r["contains"] for r in releases_containing(history, sha, catalog)}
     for rel in catalog.all():
         row = rel.as_dict()
         row["same_commit_as"] = catalog.same_commit(rel)
