@@ -75,9 +75,12 @@ class Scheduler:
             return ""
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()
-            raise UserError(f"{what} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
-                            hint="check the partition, account and QOS (`sinfo -s`, "
-                                 "`sacctmgr show assoc user=$USER`)")
+            last = msg[-1] if msg else f"exit {proc.returncode}"
+            hint = ("the partition has no GPUs (gres/gpu): pass --gpu-partition, or "
+                    "--gpus-per-probe 0 for tests that need none") if "gres" in last.lower() \
+                else ("check the partition, account and QOS (`sinfo -s`, "
+                      "`sacctmgr show assoc user=$USER`)")
+            raise UserError(f"{what} failed: {last}", hint=hint)
         return proc.stdout
 
 
