@@ -60,6 +60,33 @@ class DockerRecipe:
     gpus: str = "auto"                      # auto | all | none
 
 
+def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], None]):
+    """The image, pulled with progress if it is not here yet."""
+    try:
+        return client.images.get(ref)
+    except ImageNotFound:
+        pass
+    say(f"pulling {ref}")
+    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    layers: dict[str, str] = {}
+    last = 0.0
+    try:
+        for event in client.api.pull(repo, tag=tag, stream=True, decode=True):
+            if "error" in event:
+                raise APIError(event["error"])
+            if "id" in event and "status" in event:
+                layers[event["id"]] = event["status"]
+            if time.monotonic() - last > 5:
+                last = time.monotonic()
+                done = sum(s in ("Pull complete", "Already exists") for s in layers.values())
+                say(f"  {ref}: {done}/{len(layers)} layers")
+        return client.images.get(ref)
+    except (APIError, NotFound, ImageNotFound) as exc:
+        raise UserError(f"could not pull {ref}: {_short(exc)}",
+                        hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
+                             "password: your NGC API key); check the image name") from None
+
+
 def connect() -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=120)
@@ -148,29 +175,7 @@ class DockerBackend(ThreadedRounds):
 
     # --- images ------------------------------------------------------------------
     def ensure_image(self, ref: str):
-        try:
-            return self.client.images.get(ref)
-        except ImageNotFound:
-            pass
-        self.say(f"pulling {ref}")
-        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
-        layers: dict[str, str] = {}
-        last = 0.0
-        try:
-            for event in self.client.api.pull(repo, tag=tag, stream=True, decode=True):
-                if "error" in event:
-                    raise APIError(event["error"])
-                if "id" in event and "status" in event:
-                    layers[event["id"]] = event["status"]
-                if time.monotonic() - last > 5:
-                    last = time.monotonic()
-                    done = sum(s in ("Pull complete", "Already exists") for s in layers.values())
-                    self.say(f"  {ref}: {done}/{len(layers)} layers")
-            return self.client.images.get(ref)
-        except (APIError, NotFound, ImageNotFound) as exc:
-            raise UserError(f"could not pull {ref}: {_short(exc)}",
-                            hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
-                                 "password: your NGC API key); check the image name") from None
+        return ensure_image(self.client, ref, self.say)
 
     def _usable_ulimits(self, image_id: str) -> list[Ulimit]:
         """NGC's ulimits, unless the engine may not raise memlock that far (an unprivileged
@@ -346,9 +351,7 @@ def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Run the image once and read torch/CUDA/TE/Python versions from it."""
     from ..releases import PROBE_SCRIPT
     client = connect()
-    backend = DockerBackend.__new__(DockerBackend)
-    backend.client, backend.say = client, say
-    backend.ensure_image(image)
+    ensure_image(client, image, say)
     script = "command -v python >/dev/null && exec python -c \"$0\" || exec python3 -c \"$0\""
     try:
         out = client.containers.run(image, ["/bin/sh", "-c", script, PROBE_SCRIPT],
