@@ -204,8 +204,10 @@ def cli() -> None:
       bisect-ngc plan --from 24.09 --to 24.10
     The release catalog:
       bisect-ngc releases ; bisect-ngc resolve 24.09
-    Sessions:
-      bisect-ngc status ; bisect-ngc log
+    On a Slurm cluster (the controller itself as a batch job):
+      bisect-ngc slurm submit --from 24.09 --to 24.10 --partition cpu --gpu-partition gpu
+    Sessions and the markdown report:
+      bisect-ngc status ; bisect-ngc log ; bisect-ngc report
     """
 
 
