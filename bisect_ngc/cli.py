@@ -293,12 +293,15 @@ def _dry_run(bis: Bisection, backend) -> int:
     return 0
 
 
-def _probe_argv(ctx: click.Context) -> list[str]:
-    """The `bisect-ngc probe` command line that re-runs one probe of this question."""
-    argv = ["bisect-ngc", "probe"]
+def _probe_argv(ctx: click.Context, command: str = "probe",
+                drop: tuple[str, ...] = ()) -> list[str]:
+    """The command line of this question for another subcommand: by default the
+    `bisect-ngc probe` that re-runs one probe (add --commit)."""
+    argv = ["bisect-ngc", command]
+    skip = {"jobs", "as_json", "quiet", "dry_run", "controller_partition", "controller_time",
+            *drop}
     for param in ctx.command.params:
-        if param.name in ("jobs", "as_json", "quiet", "dry_run") or \
-                not isinstance(param, click.Option):
+        if param.name in skip or not isinstance(param, click.Option):
             continue
         value = ctx.params.get(param.name)
         if value is None or value == param.default or value is False or value == ():
@@ -578,8 +581,7 @@ def slurm_submit(ctx, jobs, controller_partition, controller_time, repeat, repea
                     policy=RepeatPolicy(repeat_policy))
     sid, _ = bis.predicted_session()
     argv = [sys.executable, "-m", "bisect_ngc", "bisect", "--backend", "slurm", "--quiet",
-            "--jobs", str(jobs)] + [a for a in _probe_argv(ctx)[2:]
-                                     if a not in ("--backend", "slurm")]
+            "--jobs", str(jobs)] + _probe_argv(ctx, "bisect", drop=("backend",))[2:]
     from .backends.slurm import render_controller
     shared = backend.s.shared_dir
     script = shared / "controller" / f"{sid}.sh"

@@ -123,12 +123,12 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
           taken: set[int], runs: list[tuple[int, int]]) -> int | None:
     """The probe for one slot.
 
-    With no untestable commit nearby this is the untested index nearest the ideal point.
-    Untestable commits come in stretches (a broken submodule, a bad merge), so near a
-    stretch of L skipped commits the next ones are likely skipped too: each candidate is
-    scored by the expected bits it leaves to find, with a skip chance that decays over L
-    from the stretch. The nearest untested neighbour wins when the stretch is short; a
-    long stretch is jumped over instead of walked through.
+    With no untestable commit in the slot's window this is the untested index nearest the
+    ideal point. Untestable commits come in stretches (a broken submodule, a bad merge), so
+    near a stretch of L skipped commits the next ones are likely skipped too: each
+    candidate is scored by the expected bits it leaves to find, with a skip chance that
+    decays over max(L, 2) commits from the stretch. A lone skip moves the probe a few
+    commits away; a long stretch is jumped over instead of walked through.
     """
     ideal = min(max(ideal, lo + 1), hi - 1)
     left, right = max(left, lo), min(right, hi)
