@@ -191,6 +191,7 @@ def test_slurm_submit_runs_the_controller_as_a_job(tmp_path, capsys):
     args = slurm_args(tmp_path / "r", tmp_path)
     args[0:1] = ["slurm", "submit"]
     args.remove("--quiet")
+    args += ["--controller-partition", "cpu", "--controller-time", "30:00"]
     code, out, _ = run_cli(args, capsys)
     assert code == 0
     job = re.search(r"submitted controller job (\d+)", out).group(1)

@@ -180,7 +180,8 @@ class DockerBackend(ThreadedRounds):
     def _usable_ulimits(self, image_id: str) -> list[Ulimit]:
         """NGC's ulimits, unless the engine may not raise memlock that far (an unprivileged
         engine, as in CI): then the host's own hard limit, with a warning."""
-        trial = self.client.containers.create(image_id, ["true"], ulimits=NGC_ULIMITS,
+        trial = self.client.containers.create(image_id, ["/bin/sh", "-c", "exit 0"],
+                                              ulimits=NGC_ULIMITS,
                                               labels={f"{LABEL}.state": self.state_label})
         try:
             trial.start()
