@@ -273,3 +273,39 @@ def test_scripts_are_valid_bash(backend, runtime):
     for _, script in backend(runtime).dry_run(requests(2)):
         r = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
         assert r.returncode == 0, r.stderr
+
+
+@needs_slurm
+def test_ctrl_c_cancels_every_job_of_the_session(tmp_path):
+    make_repo(tmp_path / "r", 60, 30)
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path,
+                                                             "--jobs", "2",
+                                                             test="sleep 30; " + TEST)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 90
+    store = Store(tmp_path / "st")
+    while True:
+        assert time.monotonic() < end, "no probe job was submitted"
+        latest = store.latest()
+        if latest and my_jobs(latest.id):
+            break
+        time.sleep(0.2)
+    sid = latest.id
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "run the same command again to resume" in err
+    end = time.monotonic() + 30
+    while my_jobs(sid) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert not my_jobs(sid)
+    jobs = sorted({v[k] for name, v in store.recall(sid).items() if name.startswith("probe:")
+                   for k in ("build_job", "test_job")})
+    assert jobs
+    end = time.monotonic() + 30
+    while True:   # slurmdbd records the cancellation a moment later
+        states = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(jobs), "-o",
+                                 "JobID,State"], capture_output=True, text=True).stdout
+        if "CANCELLED" in states or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    assert "CANCELLED" in states, states
