@@ -66,24 +66,26 @@ def my_jobs(session: str) -> list[str]:
 
 
 def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
-    """commit -> how many test tasks were submitted for it, from the round scripts and
-    cross-checked with sacct."""
-    counts: dict[str, int] = {}
-    rounds = tmp / "st" / "slurm" / "rounds" / session
-    for script in rounds.glob("*/test.sh"):
-        commits = re.search(r"^COMMITS=\((.*)\)$", script.read_text(), re.M).group(1).split()
-        for c in commits:
-            counts[c] = counts.get(c, 0) + 1
+    """commit -> how many test tasks sacct saw for it. Each task's output file names its
+    job and index, and the test script of that round lists the commits by index."""
     from bisect_ngc.store import digest
     name = f"bisect-ngc-test-{session}-{digest(str((tmp / 'st').resolve()))[:6]}"
+    rounds = tmp / "st" / "slurm" / "rounds" / session
     end = time.monotonic() + 30
     while True:   # slurmdbd records jobs a moment after they end
-        acct = subprocess.run(["sacct", "-n", "-P", "-X", "--name", name, "-o", "JobID"],
-                              capture_output=True, text=True).stdout.split()
-        if len(acct) >= sum(counts.values()) or time.monotonic() > end:
+        tasks = subprocess.run(["sacct", "-n", "-P", "-X", "--name", name, "-o", "JobID"],
+                               capture_output=True, text=True).stdout.split()
+        outs = [next(rounds.glob(f"*/slurm-test-{t}.out"), None) for t in tasks]
+        if (tasks and all(outs)) or time.monotonic() > end:
             break
         time.sleep(0.5)
-    assert len(acct) == sum(counts.values()), (acct, counts)
+    counts: dict[str, int] = {}
+    for task, out in zip(tasks, outs):
+        assert out is not None, f"no output file for test task {task}"
+        commits = re.search(r"^COMMITS=\((.*)\)$", (out.parent / "test.sh").read_text(),
+                            re.M).group(1).split()
+        commit = commits[int(task.split("_")[1])]
+        counts[commit] = counts.get(commit, 0) + 1
     return counts
 
 
@@ -143,8 +145,14 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, 
                                                              test=slow)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 90
-    rounds = tmp_path / "st" / "slurm" / "rounds"
-    while len(list(rounds.glob("*/*/test.sh"))) < 2:   # killed during the second round
+    store = Store(tmp_path / "st")
+
+    def submitted_rounds() -> int:
+        latest = store.latest()
+        return len({v["test_job"] for k, v in store.recall(latest.id).items()
+                    if k.startswith("probe:")}) if latest else 0
+
+    while submitted_rounds() < 2:   # killed once the second round is submitted
         assert time.monotonic() < end and proc.poll() is None
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
@@ -173,16 +181,19 @@ def test_unknown_partition_is_a_clear_error(tmp_path, capsys):
 @needs_slurm
 def test_dry_run_submits_nothing(tmp_path, capsys):
     make_repo(tmp_path / "r", 30, 11)
-    before = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True,
-                            text=True).stdout.split()
     code, out, _ = run_cli(slurm_args(tmp_path / "r", tmp_path, "--dry-run", "--jobs", "2"),
                            capsys)
     assert code == 0
     assert "# ---- build.sh ----" in out and "#SBATCH --array=0-1" in out
     assert "#SBATCH --partition=gpu" in out and "#SBATCH --gpus=1" in out
-    after = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True,
-                           text=True).stdout.split()
-    assert before == after
+    names = re.findall(r"^#SBATCH --job-name=(\S+)$", out, re.M)
+    assert len(names) == 2
+    time.sleep(2)
+    for name in names:
+        assert not subprocess.run(["sacct", "-n", "-X", "--name", name, "-S", "now-1hour",
+                                   "-o", "JobID"], capture_output=True, text=True).stdout.split()
+        assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True,
+                                          text=True).stdout
 
 
 @needs_slurm
