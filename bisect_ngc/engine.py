@@ -60,11 +60,10 @@ class Bisection:
 
     def open_session(self) -> tuple[SessionRecord, bool]:
         """Resume the unfinished session for this exact question, or start a new one."""
-        mine = [s for s in self.store.sessions() if s.params.get("key") == self.key]
-        unfinished = [s for s in mine if s.status not in FINISHED]
-        if unfinished:
-            return unfinished[0], True
-        sid = f"{self.key}-{len(mine) + 1}"
+        sid, _ = self.predicted_session()
+        existing = self.store.session(sid)
+        if existing is not None:
+            return existing, True
         params = dict(self.extra, key=self.key, identity=self.identity, jobs=self.jobs,
                       repeat=self.repeat, policy=self.policy.value,
                       backend=self.backend.describe(), labels=self.rng.labels,
