@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .backends import Backend, ProbeOutcome, ProbeRequest
 from .history import History
-from .search import Probe, RepeatPolicy, Result, Status, Verdict, next_step
+from .search import Probe, RepeatPolicy, Result, Status, Verdict, next_step, open_interval
 from .store import CacheKey, ProbeRecord, SessionRecord, Store, digest
 
 FINISHED = {s.value for s in Status}
@@ -101,8 +101,7 @@ class Bisection:
             self.events.close()
 
     def _round(self, sid: str, rnd: int, step: Probe, verdicts: dict[int, Verdict]) -> None:
-        lo = max((i for i, v in verdicts.items() if i < min(step.indices)), default=0)
-        hi = min((i for i in verdicts if i > max(step.indices)), default=len(self.rng.candidates) - 1)
+        lo, hi = open_interval(len(self.rng.candidates), verdicts)
         self.events.round(rnd, step.indices, lo, hi)
         requests = []
         for i in step.indices:

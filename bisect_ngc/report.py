@@ -21,7 +21,7 @@ import jinja2
 from .engine import tally
 from .history import History
 from .releases import Catalog, containing
-from .search import Result, Verdict, ceil_log, next_step
+from .search import Result, Verdict, ceil_log, next_step, open_interval
 from .store import ProbeRecord, SessionRecord, Store
 
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
@@ -48,18 +48,9 @@ def github_slug(origin: str) -> str | None:
 def intervals(n: int, probes: list[ProbeRecord]) -> list[tuple[int, int, int]]:
     """(round, lo, hi) after each round: the last old and first new index known."""
     out, verdicts = [], {}
-    rounds = sorted({p.round for p in probes})
-    for rnd in rounds:
+    for rnd in sorted({p.round for p in probes}):
         verdicts.update({p.idx: p.verdict for p in probes if p.round == rnd})
-        if 0 not in verdicts or n - 1 not in verdicts:
-            out.append((rnd, 0, n - 1))
-            continue
-        old, new = verdicts[0], verdicts[n - 1]
-        news = [i for i, v in verdicts.items() if v is new and v is not Verdict.SKIP]
-        hi = min(news) if news and old is not new else n - 1
-        olds = [i for i, v in verdicts.items() if v is old and i < hi]
-        lo = max(olds) if olds else 0
-        out.append((rnd, lo, hi))
+        out.append((rnd, *open_interval(n, verdicts)))
     return out
 
 

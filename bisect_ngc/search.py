@@ -64,8 +64,7 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe |
         return Result(Status.INVALID_ENDPOINTS, explanation=_endpoint_problem(old, new),
                       old_outcome=old, new_outcome=new, skipped=skipped)
 
-    hi = min(i for i, v in verdicts.items() if v is new)
-    lo = max(i for i, v in verdicts.items() if v is old and i < hi)
+    lo, hi = open_interval(n, verdicts)
     inside = sorted(i for i in verdicts if lo < i < hi)  # all skips: no old/new lies inside
     n_untested = hi - lo - 1 - len(inside)
     if not n_untested:
@@ -79,6 +78,17 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe |
         return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
                       old_outcome=old, new_outcome=new, skipped=skipped)
     return Probe(_split(lo, hi, n_untested, verdicts, jobs))
+
+
+def open_interval(n: int, verdicts: Mapping[int, Verdict]) -> tuple[int, int]:
+    """The last old-behaviour index before the first new-behaviour one, and that one;
+    (0, n-1) until both endpoints behave differently."""
+    old, new = verdicts.get(0), verdicts.get(n - 1)
+    if old is None or new is None or old is new or Verdict.SKIP in (old, new):
+        return 0, n - 1
+    hi = min(i for i, v in verdicts.items() if v is new)
+    lo = max(i for i, v in verdicts.items() if v is old and i < hi)
+    return lo, hi
 
 
 def _endpoint_problem(old: Verdict, new: Verdict) -> str:
@@ -223,5 +233,5 @@ def ceil_log(x: int, base: int) -> int:
     return r
 
 
-__all__ = ["Verdict", "Status", "RepeatPolicy", "Probe", "Result", "next_step",
+__all__ = ["Verdict", "Status", "RepeatPolicy", "Probe", "Result", "next_step", "open_interval",
            "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]
