@@ -350,9 +350,9 @@ def _print_summary(summary: dict[str, Any], infos: dict[str, CommitInfo],
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
 @question_options
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--show-recipe", is_flag=True, help="Print the rendered build and test scripts.")
+@click.option("--brief", is_flag=True, help="Leave out the rendered build and test scripts.")
 @click.option("--json", "as_json", is_flag=True)
-def plan(jobs, show_recipe, as_json, repeat, repeat_policy, **params):
+def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
     """Dry run: candidates, expected probes and rounds, base image and recipe. Builds
     nothing and starts no container."""
     opts = _options(params)
@@ -389,11 +389,11 @@ def plan(jobs, show_recipe, as_json, repeat, repeat_policy, **params):
     if as_json:
         click.echo(json.dumps(out))
         return 0
-    _print_plan(out, show_recipe)
+    _print_plan(out, brief)
     return 0
 
 
-def _print_plan(out: dict[str, Any], show_recipe: bool) -> None:
+def _print_plan(out: dict[str, Any], brief: bool) -> None:
     for side in ("old", "new"):
         ep = out["endpoints"][side]
         rel = ep["release"]
@@ -415,12 +415,12 @@ def _print_plan(out: dict[str, Any], show_recipe: bool) -> None:
         click.echo(f"build image: {recipe['build_image']}")
         for key, value in sorted(recipe["settings"].items()):
             click.echo(f"  {key}: {value}")
-    if show_recipe or out["backend"] != "docker":
+    if brief and out["backend"] == "docker":
+        click.echo("(without --brief: the rendered build and test scripts)")
+    else:
         click.echo(f"build:\n{_indent(recipe['build'])}\ntest:\n{_indent(recipe['test'])}")
         if recipe.get("build_dockerfile"):
             click.echo(f"build image Dockerfile:\n{_indent(recipe['build_dockerfile'])}")
-    else:
-        click.echo("(--show-recipe prints the rendered build and test scripts)")
     for note in out["notes"]:
         click.echo(f"note: {note}")
 

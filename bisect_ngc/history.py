@@ -66,12 +66,14 @@ class History:
         path = Path(spec).expanduser()
         if not path.exists():
             raise UserError(f"repository '{spec}' does not exist",
-                            hint="pass --repo with a local path or a clone URL")
+                            hint="give a local path or a clone URL (--repo, or --torch-repo "
+                                 "in release mode)")
         try:
             repo = git.Repo(path, search_parent_directories=False)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise UserError(f"'{spec}' is not a git repository",
-                            hint="pass --repo with the top of a git checkout") from None
+                            hint="give the top of a git checkout (--repo, or --torch-repo in "
+                                 "release mode)") from None
         return cls(repo, str(path.resolve()))
 
     @property

@@ -78,7 +78,7 @@ def test_image_not_in_catalog_suggests_resolve(capsys):
 def test_plan_24_09_to_24_10_shows_image_and_recipe_without_the_repo(tmp_path, capsys):
     args = ["plan", "--from", "24.09", "--to", "24.10", "--backend", "docker",
             "--torch-repo", str(tmp_path / "no-clone-here"), "--cache-dir", str(tmp_path)]
-    code, out, _ = run_cli(args + ["--show-recipe"], capsys)
+    code, out, _ = run_cli(args, capsys)
     assert code == 0
     assert "base image: nvcr.io/nvidia/pytorch:24.09-py3" in out
     assert "python setup.py bdist_wheel" in out and "python -m repro" in out
