@@ -19,9 +19,10 @@ ILLEGAL_ACCESS = "illegal-memory-access"
 # (signature, pattern) for exit 1, most specific first.
 _FAILURES = [
     (DATA_POINTER, re.compile(r"data[ _-]?pointer mismatch", re.I)),
-    (OFF_GPU, re.compile(r"weak[ _-]?ref\w*\b.*\b(on|to) (the )?(cpu|host)\b|"
+    (OFF_GPU, re.compile(r"weak[ _-]?ref\w*\b.*\b(cpu|host)\b|"
                          r"weak[ _-]?ref\w*\b.*\b(off|not on) (the )?(gpu|cuda)", re.I | re.S)),
-    (NUMERICS, re.compile(r"(graph )?replay\b.*\bdiffers? from eager", re.I | re.S)),
+    (NUMERICS, re.compile(r"^(?=.*\breplay)(?=.*\beager\b)"
+                          r"(?=.*(differ|mismatch|not close|diverg))", re.I | re.S)),
     (ILLEGAL_ACCESS, re.compile(r"illegal memory access|cudaErrorIllegalAddress|"
                                 r"CUDA_ERROR_ILLEGAL_ADDRESS", re.I)),
 ]

@@ -36,6 +36,11 @@ class AcceleratorError(RuntimeError):
      V.DATA_POINTER),
     (RuntimeError("Data pointer mismatch"), 1, V.DATA_POINTER),
     (RuntimeError("weak ref materialized on cpu, not on the GPU"), 1, V.OFF_GPU),
+    (RuntimeError("weak ref materialized off the GPU"), 1, V.OFF_GPU),
+    (AssertionError("weak reference tensor expected on cuda, got cpu"), 1, V.OFF_GPU),
+    (AssertionError("replay numerics differ from eager (max abs diff 0.3)"), 1, V.NUMERICS),
+    (AssertionError("eager and graph replay outputs mismatch"), 1, V.NUMERICS),
+    (RuntimeError("shape mismatch in graph capture"), 125, None),
     (AssertionError("graph replay differs from eager at step 3: loss 1.0 vs 2.0"), 1,
      V.NUMERICS),
     (AcceleratorError("CUDA error: an illegal memory access was encountered\nCUDA kernel "
