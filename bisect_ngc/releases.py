@@ -11,7 +11,7 @@ import io
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
@@ -42,14 +42,6 @@ class Release:
     python: str = ""
     ubuntu: str = ""
     source: str = "catalog"        # catalog | live (read from the image)
-
-    @property
-    def commit_known(self) -> bool:
-        return bool(self.torch_commit)
-
-    @property
-    def full_commit(self) -> bool:
-        return len(self.torch_commit) == 40
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -94,8 +86,8 @@ class Catalog:
     def get(self, name: str) -> Release:
         if name not in self._by_name:
             raise UserError(f"unknown release '{name}'; known: {', '.join(self.names())}",
-                            hint=f"for another image run `bisect-ngc resolve --image IMAGE`, or "
-                                 f"pass a commit")
+                            hint="for another image run `bisect-ngc resolve --image IMAGE`, or "
+                                 "pass a commit")
         return self._by_name[name]
 
     def by_image(self, image: str) -> Release | None:
@@ -199,10 +191,6 @@ def release_from_facts(image: str, facts: dict) -> Release:
         torch_verified="live", cuda=facts.get("cuda") or "", cuda_verified="live",
         transformer_engine=facts.get("transformer_engine") or "",
         te_verified="live", python=facts.get("python", ""), source="live")
-
-
-def with_full_commit(rel: Release, sha: str) -> Release:
-    return replace(rel, torch_commit=sha)
 
 
 def containing(history, sha: str, catalog: Catalog) -> list[dict[str, str]]:

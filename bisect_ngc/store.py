@@ -14,7 +14,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from .errors import UserError
 from .search import Verdict
@@ -224,9 +224,6 @@ class Store:
              p.reason, p.exit_code, p.build_s, p.test_s, json.dumps(p.runs),
              json.dumps(p.logs), json.dumps(p.details), time.time()))
 
-    def cache_entries(self) -> Iterator[sqlite3.Row]:
-        yield from self.db.execute("SELECT * FROM cache ORDER BY created")
-
     # commit metadata, so reports need no repository
     def remember_commits(self, infos: Iterable[Any]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO commits(sha, title, author, date, pr) "
@@ -251,9 +248,6 @@ class Store:
     def recall(self, sid: str) -> dict[str, Any]:
         rows = self.db.execute("SELECT name, value FROM jobs WHERE session=?", (sid,))
         return {r["name"]: json.loads(r["value"]) for r in rows.fetchall()}
-
-    def forget(self, sid: str, name: str) -> None:
-        self.db.execute("DELETE FROM jobs WHERE session=? AND name=?", (sid, name))
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:

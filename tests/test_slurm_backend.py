@@ -7,7 +7,6 @@ rendered text only.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal

@@ -57,16 +57,12 @@ class SlurmSettings:
 
 
 class Scheduler:
-    """The Slurm commands, counted, with errors turned into UserError."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[float, str]] = []
+    """The Slurm commands, with errors turned into UserError."""
 
     def run(self, argv: list[str], *, what: str, may_fail: bool = False) -> str:
         if shutil.which(argv[0]) is None:
             raise UserError(f"{argv[0]} is not on PATH: this host is not a Slurm client",
                             hint="run on a login node, or install slurm-client")
-        self.calls.append((time.time(), argv[0]))
         if os.environ.get("BISECT_NGC_SLURM_CALL_LOG"):   # for benchmarks/slurm_rounds.py
             with open(os.environ["BISECT_NGC_SLURM_CALL_LOG"], "a") as log:
                 log.write(f"{time.time():.3f} {argv[0]}\n")
