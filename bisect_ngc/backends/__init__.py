@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from ..history import CheckoutError
 from ..search import RepeatPolicy, Verdict, combine_runs, runs_settled
 
 PhaseCallback = Callable[["ProbeRequest", str], None]
@@ -97,10 +98,18 @@ class TestRun:
 
 
 class ThreadedRounds:
-    """run_round for backends that drive each probe from a thread of this process."""
+    """run_round for backends that drive each probe from a thread of this process.
+
+    Subclasses have `worktrees` and a `_checkout_lock`; a CheckoutError raised by
+    `_checkout` makes the probe a skip with its reason."""
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         raise NotImplementedError
+
+    def _checkout(self, req: ProbeRequest, on_phase: PhaseCallback, *, clean: bool) -> Path:
+        on_phase(req, "checkout")
+        with self._checkout_lock:
+            return self.worktrees.checkout(req.slot, req.commit, clean=clean)
 
     def cancel(self) -> None:
         raise NotImplementedError
@@ -126,6 +135,8 @@ class ThreadedRounds:
     def _guarded(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         try:
             return self._probe(req, on_phase)
+        except CheckoutError as exc:
+            return ProbeOutcome(Verdict.SKIP, str(exc))
         except Cancelled:
             return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
 

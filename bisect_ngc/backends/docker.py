@@ -24,7 +24,7 @@ from docker.types import DeviceRequest, Ulimit
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
-from ..history import CheckoutError, Worktrees
+from ..history import Worktrees
 from ..search import Verdict
 from ..store import digest
 from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
@@ -218,12 +218,7 @@ class DockerBackend(ThreadedRounds):
     # --- one probe ---------------------------------------------------------------
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         self.session = req.session
-        on_phase(req, "checkout")
-        try:
-            with self._checkout_lock:
-                wt = self.worktrees.checkout(req.slot, req.commit, clean=True)
-        except CheckoutError as exc:
-            return ProbeOutcome(Verdict.SKIP, str(exc))
+        wt = self._checkout(req, on_phase, clean=True)
         r = self.recipe_
         key = ArtifactStore.key(req.commit, self.image_digest, digest(self.recipe()),
                                 r.build_settings)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..history import CheckoutError, Worktrees
+from ..history import Worktrees
 from ..search import Verdict
 from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
                last_json_line, run_tests, verdict_from_exit)
@@ -108,12 +108,7 @@ class LocalBackend(ThreadedRounds):
         self.runner.cancel()
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
-        on_phase(req, "checkout")
-        try:
-            with self._checkout_lock:
-                wt = self.worktrees.checkout(req.slot, req.commit, clean=self.clean)
-        except CheckoutError as exc:
-            return ProbeOutcome(Verdict.SKIP, str(exc))
+        wt = self._checkout(req, on_phase, clean=self.clean)
         req.artifacts.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **probe_env(req, wt))
         logs: dict[str, Path] = {}
