@@ -1,17 +1,22 @@
 """Content-addressed build outputs, shared across sessions and backends.
 
-A build's key is (commit, base image digest, recipe hash, build settings). Its outputs
-are written to a staging directory and renamed into place with a meta.json only when the
-build succeeded, so an entry that exists is complete.
+A build's key is (commit, base image, the recipe's build key), computed the same way by
+every backend, so a wheel built by one is found by another that shares the directory.
+A build writes into a staging directory of its own (several runs may share the store);
+publishing renames it into place with a meta.json, so an entry that exists is complete,
+and a second build of the same key loses the rename quietly and uses the first.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .store import digest
 
@@ -32,8 +37,8 @@ class ArtifactStore:
         self.root = Path(root)
 
     @staticmethod
-    def key(commit: str, image_digest: str, recipe_hash: str, settings: dict[str, Any]) -> str:
-        return digest([commit, image_digest, recipe_hash, settings])[:24]
+    def key(commit: str, image: str, build_key: str) -> str:
+        return digest([commit, image, build_key])[:24]
 
     def path(self, key: str) -> Path:
         return self.root / key
@@ -44,20 +49,30 @@ class ArtifactStore:
             return None
         return Artifact(key, self.path(key), json.loads(meta.read_text()))
 
-    def staging(self, key: str) -> Path:
-        """An empty directory for a build to write into."""
-        tmp = self.root / ".staging" / key
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        return tmp
+    @contextmanager
+    def staging(self, key: str) -> Iterator[Path]:
+        """An empty directory of this build's own, removed afterwards unless published."""
+        (self.root / ".staging").mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{key}-{os.getpid()}-", dir=self.root / ".staging"))
+        try:
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
-    def commit(self, key: str, staging: Path, meta: dict[str, Any]) -> Artifact:
+    def publish(self, key: str, staging: Path, meta: dict[str, Any]) -> Artifact:
+        """Move a finished build into place; if another process published the same key
+        first, keep theirs."""
         (staging / "meta.json").write_text(json.dumps(dict(meta, created=time.time()),
                                                       indent=1))
         final = self.path(key)
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        return Artifact(key, final, json.loads((final / "meta.json").read_text()))
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if self.get(key) is None:   # not someone else's finished entry: a real error
+                raise
+        found = self.get(key)
+        assert found is not None
+        return found
 
     def entries(self) -> list[Artifact]:
         if not self.root.exists():

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .backends import Backend, ProbeOutcome, ProbeRequest
+from .backends.base import Backend, ProbeOutcome, ProbeRequest
 from .history import History
-from .search import Probe, RepeatPolicy, Result, Status, Verdict, next_step, open_interval
-from .store import CacheKey, ProbeRecord, SessionRecord, Store, digest
-
-FINISHED = {s.value for s in Status}
+from .recipes import Recipe
+from .search import RepeatPolicy, Result, Round, Verdict, next_step, open_interval
+from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
+                    SessionStatus, Store, digest)
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Range:
     new: str
     candidates: list[str]
     repo_id: str
-    labels: dict[str, str]     # how the user named the endpoints (release, image, rev)
+    labels: dict[str, Any]     # how the user named the endpoints (release, image, rev)
 
 
 class Events:
@@ -35,26 +35,35 @@ class Events:
     def close(self) -> None: ...
 
 
+@dataclass
+class Settings:
+    jobs: int = 1
+    repeat: int = 1
+    policy: RepeatPolicy = RepeatPolicy.ANY
+    retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
+    probe_argv: list[str] = field(default_factory=list)
+
+
 class Bisection:
-    def __init__(self, store: Store, rng: Range, backend: Backend, *, jobs: int = 1,
-                 repeat: int = 1, policy: RepeatPolicy = RepeatPolicy.ANY,
-                 events: Events | None = None, extra: dict[str, Any] | None = None):
+    def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
+                 settings: Settings | None = None, *, events: Events | None = None,
+                 ships: Callable[[str], list[dict[str, str]]] | None = None):
         self.store = store
-        self.rng = rng
+        self.span = span
+        self.recipe = recipe
         self.backend = backend
-        self.jobs = jobs
-        self.repeat = repeat
-        self.policy = policy
+        self.settings = settings or Settings()
         self.events = events or Events()
-        self.recipe_hash = digest(backend.recipe())
-        self.test_hash = digest([backend.test_recipe(), repeat, policy.value])
+        self.ships = ships or (lambda sha: [])
+        self.build_key = recipe.build_key()
+        self.test_key = digest([recipe.test_key(), self.settings.repeat,
+                                self.settings.policy.value])
         self.env = backend.environment()
         self.identity = {
-            "repo": rng.repo_id, "old": rng.old, "new": rng.new, "backend": backend.name,
-            "recipe": self.recipe_hash, "test": self.test_hash, "env": self.env,
+            "repo": span.repo_id, "old": span.old, "new": span.new, "backend": backend.name,
+            "recipe": self.build_key, "test": self.test_key, "env": self.env,
         }
         self.key = digest(self.identity)[:10]
-        self.extra = extra or {}
         self.session: SessionRecord | None = None
 
     def open_session(self) -> tuple[SessionRecord, bool]:
@@ -63,59 +72,67 @@ class Bisection:
         existing = self.store.session(sid)
         if existing is not None:
             return existing, True
-        params = dict(self.extra, key=self.key, identity=self.identity, jobs=self.jobs,
-                      repeat=self.repeat, policy=self.policy.value,
-                      backend=self.backend.describe(), labels=self.rng.labels,
-                      origin=self.rng.history.origin)
-        self.store.create_session(sid, params, self.rng.candidates)
+        s = self.settings
+        params = SessionParams(
+            key=self.key, identity=self.identity, jobs=s.jobs, repeat=s.repeat,
+            policy=s.policy.value, backend=self.backend.describe(), recipe=self.recipe.show(),
+            labels=self.span.labels, origin=self.span.history.web_origin(),
+            subject=self.recipe.subject, probe_argv=s.probe_argv)
+        self.store.create_session(sid, params, self.span.candidates)
         return self.store.session(sid), False
 
     def cache_key(self, commit: str) -> CacheKey:
-        return CacheKey(self.rng.repo_id, commit, self.recipe_hash, self.test_hash, self.env)
+        return CacheKey(self.span.repo_id, commit, self.build_key, self.test_key, self.env)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
         sid = self.session.id
         done = self.store.probes(sid)
         self.events.session(self.session, len(done) if resumed else -1)
-        self.store.remember_commits(self.rng.history.info([self.rng.old, self.rng.new]).values())
-        self.store.set_status(sid, "running")
+        self._remember([self.span.old, self.span.new])
+        self.store.set_status(sid, SessionStatus.RUNNING)
         verdicts = {p.idx: p.verdict for p in done}
         rnd = max((p.round for p in done), default=0)
-        n = len(self.rng.candidates)
+        n = len(self.span.candidates)
         try:
             while True:
-                step = next_step(n, verdicts, self.jobs)
+                step = next_step(n, verdicts, self.settings.jobs)
                 if isinstance(step, Result):
-                    summary = self.summary(step)
-                    self.store.set_status(sid, step.status.value, summary)
-                    return summary
+                    result = self.result(step)
+                    self.store.set_status(sid, SessionStatus(step.status.value), result)
+                    return result
                 rnd += 1
                 self._round(sid, rnd, step, verdicts)
         except BaseException:
             self.backend.cancel()
-            self.store.set_status(sid, "interrupted")
+            self.store.set_status(sid, SessionStatus.INTERRUPTED)
             raise
         finally:
             self.events.close()
 
-    def _round(self, sid: str, rnd: int, step: Probe, verdicts: dict[int, Verdict]) -> None:
-        lo, hi = open_interval(len(self.rng.candidates), verdicts)
+    def _remember(self, shas: list[str]) -> None:
+        """Commit titles go to the store as probes happen: reports never open the repo."""
+        self.store.remember_commits(self.span.history.info(shas).values())
+
+    def _cached(self, commit: str) -> ProbeRecord | None:
+        return self.store.cache_get(self.cache_key(commit), skips=not self.settings.retry_skips)
+
+    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict]) -> None:
+        lo, hi = open_interval(len(self.span.candidates), verdicts)
         self.events.round(rnd, step.indices, lo, hi)
         requests = []
         for i in step.indices:
-            commit = self.rng.candidates[i]
-            hit = self.store.cache_get(self.cache_key(commit))
+            commit = self.span.candidates[i]
+            hit = self._cached(commit)
             if hit is not None:
                 hit.round, hit.idx = rnd, i
-                now = time.time()
-                hit.started = hit.ended = now
+                hit.started = hit.ended = time.time()
                 self.store.add_probe(sid, hit)
-                self.store.remember_commits(self.rng.history.info([commit]).values())
+                self._remember([commit])
                 verdicts[i] = hit.verdict
                 self.events.probe(hit)
                 continue
-            requests.append(self._request(sid, i, len(requests)))
+            requests.append(self.request(sid, i, len(requests)))
         if not requests:
             return
         started = time.time()
@@ -124,22 +141,24 @@ class Bisection:
                 raise KeyboardInterrupt
             rec = self._record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
-            self.store.remember_commits(self.rng.history.info([req.commit]).values())
-            self.store.cache_put(self.cache_key(req.commit), rec)
+            self._remember([req.commit])
+            if outcome.cacheable:
+                self.store.cache_put(self.cache_key(req.commit), rec)
             verdicts[req.index] = rec.verdict
             self.events.probe(rec)
 
-    def _request(self, sid: str, index: int, slot: int) -> ProbeRequest:
-        commit = self.rng.candidates[index]
+    def request(self, sid: str, index: int, slot: int) -> ProbeRequest:
+        commit = self.span.candidates[index]
         return ProbeRequest(
-            session=sid, commit=commit, index=index, slot=slot, runs=self.repeat,
-            policy=self.policy, log_dir=self.store.root / "logs" / sid / commit[:12],
-            artifacts=self.store.root / "artifacts" / self.recipe_hash[:12] / commit)
+            session=sid, commit=commit, index=index, slot=slot, runs=self.settings.repeat,
+            policy=self.settings.policy, log_dir=self.store.root / "logs" / sid / commit[:12],
+            artifacts=self.store.root / "artifacts" / self.build_key[:12] / commit,
+            expect_commit=self.recipe.expect_torch_commit)
 
     def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
         """The session a run would use now, and its verdicts so far; changes nothing."""
-        mine = [s for s in self.store.sessions() if s.params.get("key") == self.key]
-        unfinished = [s for s in mine if s.status not in FINISHED]
+        mine = [s for s in self.store.sessions() if s.params.key == self.key]
+        unfinished = [s for s in mine if not s.status.finished]
         if unfinished:
             return unfinished[0].id, self.store.verdicts(unfinished[0].id)
         return f"{self.key}-{len(mine) + 1}", {}
@@ -147,52 +166,53 @@ class Bisection:
     def peek(self) -> Result | list[ProbeRequest]:
         """The probes the next round would run (cache hits left out), or the result."""
         sid, verdicts = self.predicted_session()
-        n = len(self.rng.candidates)
+        n = len(self.span.candidates)
         while True:
-            step = next_step(n, verdicts, self.jobs)
+            step = next_step(n, verdicts, self.settings.jobs)
             if isinstance(step, Result):
                 return step
-            hits = {i: self.store.cache_get(self.cache_key(self.rng.candidates[i]))
-                    for i in step.indices}
+            hits = {i: self._cached(self.span.candidates[i]) for i in step.indices}
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
-                return [self._request(sid, i, slot) for slot, i in enumerate(wanted)]
+                return [self.request(sid, i, slot) for slot, i in enumerate(wanted)]
             verdicts.update({i: hit.verdict for i, hit in hits.items()})
 
-    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome, started: float) -> ProbeRecord:
+    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
+                started: float) -> ProbeRecord:
+        details = dict(out.details)
+        if out.checkout_s is not None:
+            details["checkout_s"] = round(out.checkout_s, 3)
         return ProbeRecord(
             round=rnd, idx=req.index, commit=req.commit, verdict=out.verdict, reason=out.reason,
             exit_code=out.exit_code, build_s=out.build_s, test_s=out.test_s,
             runs=[v.value for v in out.runs], cached=False, started=started, ended=time.time(),
-            logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=out.details)
+            logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=details)
 
-    def summary(self, result: Result) -> dict[str, Any]:
-        assert self.session is not None
-        return summarize(self.store, self.session.id, self.rng.candidates, result)
+    def result(self, found: Result) -> SessionResult:
+        cands = self.span.candidates
+        sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
+        reasons = {}
+        if found.status.value == "invalid-endpoints":
+            by_idx = {p.idx: p for p in self.store.probes(self.session.id)}
+            for side, i in (("old", 0), ("new", len(cands) - 1)):
+                if i in by_idx and by_idx[i].verdict is Verdict.SKIP:
+                    reasons[side] = by_idx[i].reason
+        first = sha(found.first_new)
+        return SessionResult(
+            status=found.status.value, first_new=first, last_old=sha(found.last_old),
+            candidates=[cands[i] for i in found.candidates],
+            old_outcome=found.old_outcome.value if found.old_outcome else None,
+            new_outcome=found.new_outcome.value if found.new_outcome else None,
+            skipped=[cands[i] for i in found.skipped], explanation=found.explanation,
+            n_candidates=len(cands) - 1, endpoint_reasons=reasons,
+            ships=self.ships(first) if first else [])
 
 
 def tally(probes: list[ProbeRecord]) -> dict[str, int]:
-    """probes: test executions (a commit whose build failed counts once); cached: verdicts
-    taken from the cache; rounds: search steps."""
-    return {"probes": sum(max(1, len(p.runs)) for p in probes if not p.cached),
+    """probes: commits built and tested in this session; runs: test executions (a commit
+    whose build failed counts once); cached: verdicts taken from the cache; rounds: search
+    steps."""
+    return {"probes": sum(1 for p in probes if not p.cached),
+            "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
             "cached": sum(1 for p in probes if p.cached),
             "rounds": len({p.round for p in probes})}
-
-
-def summarize(store: Store, sid: str, candidates: list[str], result: Result) -> dict[str, Any]:
-    probes = store.probes(sid)
-    sha: Callable[[int | None], str | None] = lambda i: None if i is None else candidates[i]
-    return {
-        "status": result.status.value,
-        "first_new": sha(result.first_new),
-        "last_old": sha(result.last_old),
-        "candidates": [candidates[i] for i in result.candidates],
-        "old_outcome": result.old_outcome.value if result.old_outcome else None,
-        "new_outcome": result.new_outcome.value if result.new_outcome else None,
-        **tally(probes),
-        "skipped": [candidates[i] for i in result.skipped],
-        "session": sid,
-        "explanation": result.explanation,
-        "n_candidates": len(candidates),
-    }
-

@@ -1,6 +1,7 @@
 """The git side: repositories, revisions, first-parent candidates, metadata, worktrees."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import re
 import shutil
@@ -39,6 +40,11 @@ def validate_rev(rev: str) -> str:
     return rev
 
 
+def redact_url(url: str) -> str:
+    """The URL without credentials (`https://user:TOKEN@host/x` -> `https://host/x`)."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url or "", flags=re.I)
+
+
 def is_url(spec: str) -> bool:
     return "://" in spec or (re.match(r"^[\w.-]+@[\w.-]+:", spec) is not None)
 
@@ -57,7 +63,7 @@ class History:
 
     def __init__(self, repo: git.Repo, origin: str):
         self.repo = repo
-        self.origin = origin
+        self.origin = redact_url(origin)     # for display and reports: never credentials
 
     @classmethod
     def open(cls, spec: str, cache_dir: Path, *, blobless: bool = True) -> "History":
@@ -79,6 +85,21 @@ class History:
     @property
     def git_dir(self) -> Path:
         return Path(self.repo.git.rev_parse("--absolute-git-dir"))
+
+    @property
+    def common_dir(self) -> Path:
+        """The repository's git directory (a bare mirror's top, or a checkout's .git)."""
+        return Path(self.repo.common_dir).resolve()
+
+    def web_origin(self) -> str:
+        """Where the project lives, for links: the URL it was cloned from, or the
+        `upstream`/`origin` remote of a local clone; credentials removed."""
+        if is_url(self.origin):
+            return self.origin
+        for name in ("upstream", "origin"):
+            if name in [r.name for r in self.repo.remotes]:
+                return redact_url(self.repo.remotes[name].url)
+        return self.origin
 
     def identity(self, rev: str) -> str:
         """A name for the project that survives clones: its root commit."""
@@ -170,21 +191,28 @@ class History:
 
 
 def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/").split("/")[-1]) or "repo"
+    shown = redact_url(url)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", shown.rstrip("/").split("/")[-1]) or "repo"
     dest = cache_dir / "repos" / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
     if (dest / "HEAD").exists():
         return git.Repo(dest)
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    options = ["--mirror"] + (["--filter=blob:none"] if blobless else [])
-    try:
-        git.Repo.clone_from(url, partial, multi_options=options)
-    except git.GitCommandError as exc:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Several runs may share a cache dir: one clones, the others wait for it.
+    with open(dest.with_name(dest.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / "HEAD").exists():
+            return git.Repo(dest)
+        partial = dest.with_name(dest.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        raise UserError(f"could not clone {url}: {_last_line(exc)}",
-                        hint="check the URL and your network, or pass a local path") from None
-    partial.rename(dest)
+        options = ["--mirror"] + (["--filter=blob:none"] if blobless else [])
+        try:
+            git.Repo.clone_from(url, partial, multi_options=options)
+        except git.GitCommandError as exc:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise UserError(f"could not clone {shown}: {redact_url(_last_line(exc))}",
+                            hint="check the URL and your network, or pass a local path") \
+                from None
+        partial.rename(dest)
     return git.Repo(dest)
 
 
@@ -197,6 +225,16 @@ class Worktrees:
 
     def path(self, slot: int | str) -> Path:
         return self.root / f"slot-{slot}"
+
+    @staticmethod
+    def admin_dir(wt: Path) -> Path | None:
+        """The worktree's own directory inside the repository's git directory."""
+        pointer = wt / ".git"
+        if not pointer.is_file():
+            return None
+        target = pointer.read_text().strip().removeprefix("gitdir:").strip()
+        path = Path(target) if Path(target).is_absolute() else (wt / target)
+        return path.resolve()
 
     def remove(self, slot: int | str) -> None:
         wt = self.path(slot)

@@ -12,10 +12,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .backends import ProbeRequest
+from .backends.base import ProbeRequest
 from .engine import Events
 from .search import ceil_log
 from .store import ProbeRecord, SessionRecord
+
+
+def say(text: str) -> None:
+    """A one-line message to the user, on stderr."""
+    print(f"[bisect-ngc] {text}", file=sys.stderr, flush=True)
 
 
 class _Tracker(Events):

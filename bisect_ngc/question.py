@@ -1,30 +1,64 @@
-"""From command-line options to what a bisection needs: the range, the recipe, the backend.
+"""From command-line options to one wired question: the range, the Recipe, the backend.
 
 Two ways to ask:
 - generic: --repo, --old, --new, --build, --test (any repository);
 - release mode: --from and --to name NGC releases, images or commits; the repository is
   PyTorch, the base image is the older release's, and the recipe is the PyTorch preset
   (build a wheel in the image, test it with the repro) unless --build/--test override it.
+
+Every command of the CLI calls `ask` once; backends come from the registry, so the same
+options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .artifacts import ArtifactStore
-from .backends.docker import DockerBackend, DockerRecipe
-from .backends.local import LocalBackend
-from .backends.slurm import SlurmBackend, SlurmSettings
-from .engine import Range
+import click
+
+from . import backends
+from .backends.base import Backend, BackendSetup
+from .engine import Bisection, Events, Range, Settings
 from .errors import UserError
-from .history import History, Worktrees
-from .recipes import REPRO_IN_CONTAINER, local_cuda_arch, pytorch_preset, repro_dir
-from .releases import UPSTREAM, Catalog, Endpoint
+from .history import History, redact_url
+from .recipes import Recipe, local_cuda_arch, pytorch_preset
+from .releases import UPSTREAM, Catalog, Endpoint, containing
+from .search import RepeatPolicy
 from .store import Store
 
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    found the first commit with the new behaviour
+  2    bad input (unknown release or revision, no Docker engine, state in use, ...)
+  3    invalid endpoints (both behave the same, or one cannot be tested)
+  4    ambiguous (untestable commits hide the transition; candidates listed)
+  130  interrupted; the state is kept and the same command resumes
+"""
+
+VERDICT_HELP = """\b
+The test command follows `git bisect run`:
+  exit 0 = pass, 125 = cannot test (skip), 1-127 = fail,
+  killed by a signal or by --timeout = skip.
+A failed build is a skip too. Both commands run in the commit's worktree with
+BISECT_COMMIT, BISECT_WORKTREE and BISECT_ARTIFACTS set (in the container too,
+with --backend docker, where the test also sees the build's artifacts read-only).
+Passes, failures, exit-125 skips and failed builds are cached; other skips
+(timeouts, signals, infrastructure errors) are probed again next time.
+"""
+
+RELEASE_HELP = """\b
+Release mode: --from and --to take an NGC release (24.09), an image
+(nvcr.io/nvidia/pytorch:24.09-py3) or a commit. The repository is PyTorch
+(--torch-repo), the base image is the older release's (--base-image), and each
+probe builds a wheel in that image and runs `python -m repro` on it in a fresh
+container with the GPUs.
+"""
+
 DEFAULT_CUDA_ARCH = "9.0"
+DEFAULT_BUILD_TIMEOUT = 6 * 3600.0
 
 
 @dataclass
@@ -40,7 +74,7 @@ class Options:
     build: str | None = None
     test: str | None = None
     timeout: float | None = None
-    build_timeout: float | None = None
+    build_timeout: float | None = DEFAULT_BUILD_TIMEOUT
     no_clean: bool = False
     backend: str | None = None
     image: str | None = None
@@ -50,12 +84,17 @@ class Options:
     repro_args: str = ""
     gpus: str = "auto"
     build_tree: bool | None = None
+    retry_skips: bool = False
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def release_mode(self) -> bool:
         return bool(self.from_ or self.to)
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or ("docker" if self.release_mode else "local")
 
     def check(self) -> None:
         if self.release_mode:
@@ -74,15 +113,21 @@ class Options:
                 raise UserError("--test is required outside release mode",
                                 hint="a shell command whose exit code is the verdict "
                                      "(0 pass, 1-127 fail, 125 skip)")
-        if self.backend_name == "slurm" and not self.release_mode and not self.test:
-            raise UserError("--backend slurm needs --test", hint="or use release mode")
         if self.backend_name == "docker" and not self.release_mode and not self.image:
             raise UserError("--backend docker needs --image for a generic recipe",
                             hint="name an image that has what --build and --test need")
-
-    @property
-    def backend_name(self) -> str:
-        return self.backend or ("docker" if self.release_mode else "local")
+        if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
+            raise UserError("--backend local in release mode needs --build and --test",
+                            hint="or use --backend docker for the PyTorch recipe")
+        rendered = {"--image": self.image, "--base-image": self.base_image,
+                    "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
+                    **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
+                       if k != "shared_dir"}}
+        for flag, value in rendered.items():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and ("\n" in item or "\r" in item):
+                    raise UserError(f"{flag} must be one line",
+                                    hint="values are written into scripts; remove the newline")
 
 
 def endpoints(opts: Options, catalog: Catalog) -> tuple[Endpoint, Endpoint]:
@@ -102,28 +147,37 @@ def labels(old: Endpoint, new: Endpoint) -> dict[str, Any]:
     return out
 
 
+def open_history(opts: Options) -> History:
+    return History.open(opts.torch_repo if opts.release_mode else (opts.repo or "."),
+                        opts.cache_dir)
+
+
 def open_range(opts: Options, old: Endpoint, new: Endpoint) -> Range:
-    spec = opts.torch_repo if opts.release_mode else (opts.repo or ".")
-    history = History.open(spec, opts.cache_dir)
+    history = open_history(opts)
     old_sha, new_sha = history.resolve(old.rev), history.resolve(new.rev)
     candidates = history.candidates(old_sha, new_sha)
     return Range(history, old_sha, new_sha, candidates, history.identity(new_sha),
                  labels(old, new))
 
 
-def base_image(opts: Options, old: Endpoint, new: Endpoint) -> str:
+def one_commit(opts: Options, rev: str) -> Range:
+    """The range of `probe --commit`: that commit alone."""
+    history = open_history(opts)
+    sha = history.resolve(rev)
+    return Range(history, sha, sha, [sha], history.identity(sha), {"commit": rev})
+
+
+def make_recipe(opts: Options, old: Endpoint) -> Recipe:
+    """The one Recipe for these options, whichever backend runs it."""
+    timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
+    if not opts.release_mode:
+        image = opts.image if opts.backend_name != "local" else None
+        return Recipe(build=opts.build, test=opts.test, image=image, gpus=opts.gpus,
+                      build_tree=bool(opts.build_tree), clean=not opts.no_clean, **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
                         hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
-    return image
-
-
-def docker_recipe(opts: Options, old: Endpoint, new: Endpoint) -> DockerRecipe:
-    image = base_image(opts, old, new)
-    if not opts.release_mode:
-        return DockerRecipe(image=image, build=opts.build, test=opts.test, gpus=opts.gpus,
-                            build_tree=bool(opts.build_tree))
     arch = opts.cuda_arch or local_cuda_arch()
     if arch is None:
         arch = DEFAULT_CUDA_ARCH
@@ -133,49 +187,240 @@ def docker_recipe(opts: Options, old: Endpoint, new: Endpoint) -> DockerRecipe:
                             repro_args=shlex.split(opts.repro_args),
                             gpus="all" if opts.gpus == "auto" else opts.gpus,
                             build_tree=opts.build_tree is not False)
+    recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
+        not opts.no_clean
     if opts.build:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
     if opts.test:
         recipe.test, recipe.expect_torch_commit = opts.test, False
+        recipe.subject = "The failure"
     return recipe
 
 
-def slurm_backend(opts: Options, rng: Range, old: Endpoint, new: Endpoint, store: Store,
-                  say: Callable[[str], None]) -> SlurmBackend:
-    cfg = dict(opts.slurm)
-    shared = Path(cfg.pop("shared_dir", None) or opts.state / "slurm").expanduser().resolve()
-    runtime = cfg.get("runtime", "none")
-    image = opts.image or opts.base_image or (old.image if opts.release_mode else None)
-    settings = SlurmSettings(shared_dir=shared, image=image, **cfg)
-    build, test, mounts = opts.build, opts.test, []
-    if opts.release_mode:
-        recipe = pytorch_preset(
-            base_image(opts, old, new), cuda_arch=opts.cuda_arch or local_cuda_arch()
-            or DEFAULT_CUDA_ARCH, max_jobs=opts.max_jobs,
-            repro_args=shlex.split(opts.repro_args),
-            repro_parent=REPRO_IN_CONTAINER if runtime != "none" else str(repro_dir().parent))
-        build, test = opts.build or recipe.build, opts.test or recipe.test
-        mounts = recipe.mounts if runtime != "none" else []
-    worktrees = Worktrees(rng.history, shared / "worktrees" / rng.repo_id[:12])
-    return SlurmBackend(worktrees, build=build, test=test, settings=settings, store=store,
-                        artifacts=ArtifactStore(shared / "artifacts"), timeout=opts.timeout,
-                        build_timeout=opts.build_timeout, mounts=mounts, say=say)
+def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
+                  say: Callable[[str], None]) -> BackendSetup:
+    repo = span.repo_id[:12]
+    if opts.backend_name == "slurm":
+        cfg = dict(opts.slurm)
+        shared = Path(cfg.pop("shared_dir", None) or opts.state / "slurm").expanduser().resolve()
+        cfg.update(shared_dir=shared, worktrees=shared / "worktrees" / repo)
+        return BackendSetup(recipe, span.history, store, opts.cache_dir,
+                            artifacts=shared / "artifacts", say=say, options=cfg)
+    return BackendSetup(recipe, span.history, store, opts.cache_dir,
+                        artifacts=opts.cache_dir / "artifacts", say=say,
+                        options={"worktrees": opts.state / "worktrees" / repo})
 
 
-def make_backend(opts: Options, rng: Range, old: Endpoint, new: Endpoint,
-                 say: Callable[[str], None], store: Store | None = None):
-    worktrees = Worktrees(rng.history, opts.state / "worktrees" / rng.repo_id[:12])
-    if opts.backend_name == "local":
-        if opts.release_mode and not (opts.build and opts.test):
-            raise UserError("--backend local in release mode needs --build and --test",
-                            hint="or use --backend docker for the PyTorch recipe")
-        return LocalBackend(worktrees, build=opts.build, test=opts.test, timeout=opts.timeout,
-                            build_timeout=opts.build_timeout, clean=not opts.no_clean)
-    if opts.backend_name == "docker":
-        return DockerBackend(worktrees, docker_recipe(opts, old, new),
-                             artifacts=ArtifactStore(opts.cache_dir / "artifacts"),
-                             cache_dir=opts.cache_dir, state_dir=opts.state,
-                             timeout=opts.timeout, build_timeout=opts.build_timeout, say=say)
-    if opts.backend_name == "slurm" and store is not None:
-        return slurm_backend(opts, rng, old, new, store, say)
-    raise UserError(f"unknown backend '{opts.backend_name}'", hint="use local, docker or slurm")
+@dataclass
+class Question:
+    """A bisection's parts, wired once."""
+
+    opts: Options
+    store: Store
+    catalog: Catalog
+    old: Endpoint
+    new: Endpoint
+    span: Range | None        # None only when ask(..., partial=True) could not open it
+    recipe: Recipe
+    backend: Backend | None
+    span_error: UserError | None = None
+
+    def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
+        return Bisection(self.store, self.span, self.recipe, self.backend, settings,
+                         events=events, ships=self.ships)
+
+    def ships(self, sha: str) -> list[dict[str, str]]:
+        """Catalog releases that do and do not contain sha (for the report)."""
+        rows = containing(self.span.history, sha, self.catalog)
+        return [dict(r, commit=r["commit"][:12]) for r in rows if r["contains"] != "unknown"]
+
+
+def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None,
+        commit: str | None = None, partial: bool = False) -> Question:
+    """Options -> endpoints -> range -> recipe -> backend. With commit: that commit alone
+    (for `probe`). With partial, a range that cannot be opened (no clone, say) leaves
+    span and backend None and the error in span_error, for `plan`."""
+    opts.check()
+    store = store or Store(opts.state)
+    catalog = Catalog.load(opts.cache_dir)
+    old, new = endpoints(opts, catalog)
+    recipe = make_recipe(opts, old)
+    try:
+        span = one_commit(opts, commit) if commit else open_range(opts, old, new)
+    except UserError as exc:
+        if not partial:
+            raise
+        return Question(opts, store, catalog, old, new, None, recipe, None, exc)
+    backend = backends.create(opts.backend_name,
+                              backend_setup(opts, span, recipe, store, say))
+    return Question(opts, store, catalog, old, new, span, recipe, backend)
+
+
+# --- the options on the command line, and their meaning ---------------------------
+
+def default_state(state: Path | None = None) -> Path:
+    if state is None and os.environ.get("BISECT_NGC_STATE"):
+        state = Path(os.environ["BISECT_NGC_STATE"])
+    if state is None:
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") \
+            / "bisect-ngc"
+    return state.expanduser().resolve()
+
+
+def default_cache(cache: Path | None = None) -> Path:
+    if cache is None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = Path(os.environ.get("BISECT_NGC_CACHE") or base / "bisect-ngc")
+    return cache.expanduser().resolve()
+
+
+def _stack(*options):
+    def apply(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return apply
+
+
+state_option = click.option(
+    "--state", type=click.Path(path_type=Path), default=None,
+    help="State directory (sessions, probes, logs, result cache). "
+         "Default: $BISECT_NGC_STATE or ~/.local/state/bisect-ngc.")
+cache_option = click.option(
+    "--cache-dir", type=click.Path(path_type=Path), default=None,
+    help="Clones, build artifacts, ccache and the release overlay. "
+         "Default: $BISECT_NGC_CACHE or ~/.cache/bisect-ngc.")
+
+question_options = _stack(
+    click.option("--repo", default=None,
+                 help="Local path or clone URL of the repository (generic mode; default .)."),
+    click.option("--old", default=None, help="Revision with the old behaviour."),
+    click.option("--new", default=None,
+                 help="Revision with the new behaviour; the search finds the first commit "
+                      "that behaves like it, a fix or a regression alike."),
+    click.option("--from", "from_", default=None,
+                 help="Release mode: the older NGC release, image or commit."),
+    click.option("--to", default=None, help="Release mode: the newer release, image or commit."),
+    click.option("--torch-repo", default=UPSTREAM, show_default=True,
+                 help="PyTorch sources in release mode: a path, or a URL cloned once "
+                      "(blobless) into the cache dir."),
+    click.option("--build", default=None, help="Shell command that builds the commit."),
+    click.option("--test", default=None,
+                 help="Shell command whose exit code is the verdict (release mode: the "
+                      "repro by default)."),
+    click.option("--timeout", type=click.FloatRange(0, min_open=True), default=None,
+                 help="Seconds one test run may take; past it the run is a skip."),
+    click.option("--build-timeout", type=click.FloatRange(0, min_open=True),
+                 default=DEFAULT_BUILD_TIMEOUT, show_default=True,
+                 help="Seconds one build may take; past it the commit is a skip (not cached)."),
+    click.option("--retry-skips", is_flag=True,
+                 help="Probe again the commits whose cached verdict is a skip (e.g. after "
+                      "fixing the build); passes and failures stay cached."),
+    click.option("--no-clean", is_flag=True,
+                 help="Local backend: keep untracked files between probes (incremental "
+                      "builds); the default is `git clean -ffdx`."),
+    click.option("--backend", type=click.Choice(["local", "docker", "slurm"]), default=None,
+                 help="Where builds and tests run. Default: docker in release mode, else local."),
+    click.option("--image", default=None,
+                 help="Docker backend, generic recipe: the image both commands run in."),
+    click.option("--base-image", default=None,
+                 help="Release mode: build and test in this image instead of the older "
+                      "release's."),
+    click.option("--cuda-arch", default=None,
+                 help="TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's "
+                      "compute capability."),
+    click.option("--max-jobs", type=click.IntRange(1, 1024), default=None,
+                 help="MAX_JOBS for PyTorch builds. Default: the number of CPUs."),
+    click.option("--repro-args", default="",
+                 help="Extra flags for `python -m repro` in release mode, e.g. "
+                      "'--num-layers 2 --seq-length 4096'."),
+    click.option("--gpus", type=click.Choice(["auto", "all", "none"]), default="auto",
+                 show_default=True,
+                 help="GPUs for test containers: all, none, or auto (all when the engine has "
+                      "the nvidia runtime; release mode: all)."),
+    click.option("--build-tree/--no-build-tree", default=None,
+                 help="Docker backend: mount a persistent build/ directory per worker slot "
+                      "into the worktree, so neighbouring commits rebuild incrementally "
+                      "(default: on in release mode, off for a generic recipe)."),
+    click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+                 help="Test runs per commit, for flaky repros."),
+    click.option("--repeat-policy", type=click.Choice([p.value for p in RepeatPolicy]),
+                 default="any", show_default=True,
+                 help="any: one failing run makes the commit fail (intermittent failures). "
+                      "majority: the commoner of pass/fail wins; a tie is a skip."),
+    cache_option,
+    state_option,
+    click.option("--partition", default=None, help="Slurm: partition for builds (CPU)."),
+    click.option("--gpu-partition", default=None,
+                 help="Slurm: partition for tests (GPU). Default: --partition."),
+    click.option("--account", default=None, help="Slurm: --account for every job."),
+    click.option("--qos", default=None, help="Slurm: --qos for every job."),
+    click.option("--time", "time_limit", default=None, metavar="LIMIT",
+                 help="Slurm: --time for probe jobs, e.g. 4:00:00."),
+    click.option("--gpus-per-probe", type=click.IntRange(0, 64), default=1, show_default=True,
+                 help="Slurm: GPUs for each test task."),
+    click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+                 help="Slurm: extra #SBATCH line for probe jobs (repeatable), e.g. "
+                      "--sbatch-arg=--constraint=h100."),
+    click.option("--container-runtime", type=click.Choice(["none", "pyxis", "enroot",
+                                                            "apptainer"]),
+                 default="none", show_default=True,
+                 help="Slurm: how probe jobs enter the image (none: bare metal, e.g. modules)."),
+    click.option("--shared-dir", type=click.Path(path_type=Path), default=None,
+                 help="Slurm: a directory every node sees (worktrees, wheels, verdicts). "
+                      "Default: STATE/slurm."),
+    click.option("--max-retries", type=click.IntRange(0, 20), default=2, show_default=True,
+                 help="Slurm: resubmissions of a probe that was preempted, cancelled or "
+                      "lost with its node, before it counts as a skip."),
+)
+
+SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "account": "account",
+              "qos": "qos", "time_limit": "time", "gpus_per_probe": "gpus_per_probe",
+              "sbatch_args": "sbatch_args", "container_runtime": "runtime",
+              "shared_dir": "shared_dir", "max_retries": "max_retries"}
+
+QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
+                 "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
+                 "max_jobs", "repro_args", "gpus", "build_tree", "retry_skips")
+
+
+def options_from(params: dict[str, Any]) -> Options:
+    """The Options of a command's click parameters (the question_options above)."""
+    slurm = {SLURM_KEYS[k]: params[k] for k in SLURM_KEYS}
+    slurm["sbatch_args"] = list(slurm["sbatch_args"])
+    opts = Options(cache_dir=default_cache(params["cache_dir"]),
+                   state=default_state(params["state"]), slurm=slurm,
+                   **{k: params[k] for k in QUESTION_KEYS})
+    opts.check()
+    return opts
+
+
+def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ...] = (),
+                 redact: bool = True) -> list[str]:
+    """This question as another subcommand's command line: by default the
+    `bisect-ngc probe` that re-runs one probe (add --commit), without credentials."""
+    argv = ["bisect-ngc", command]
+    skip = {"jobs", "as_json", "quiet", "dry_run", "controller_partition", "controller_time",
+            "retry_skips", *drop}
+    for param in ctx.command.params:
+        if param.name in skip or not isinstance(param, click.Option):
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default or value is False or value == ():
+            continue
+        flag = param.opts[0]
+        if param.name in ("state", "cache_dir"):
+            value = str(Path(value).expanduser().resolve())
+        if redact and param.name in ("repo", "torch_repo"):
+            value = redact_url(str(value))
+        if isinstance(value, tuple):
+            argv += [f"{flag}={item}" for item in value]
+            continue
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
+def run_settings(ctx: click.Context, jobs: int, repeat: int, repeat_policy: str,
+                 retry_skips: bool) -> Settings:
+    return Settings(jobs=jobs, repeat=repeat, policy=RepeatPolicy(repeat_policy),
+                    retry_skips=retry_skips, probe_argv=command_line(ctx))

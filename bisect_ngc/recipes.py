@@ -1,7 +1,8 @@
-"""Build-and-test recipes rendered from the jinja2 templates in dockerfiles/.
+"""What a probe builds and tests, independent of where it runs: the Recipe.
 
-The PyTorch preset is the generic container recipe with its build and test commands
-rendered from templates: build a wheel inside the (older) NGC image, install it into a
+Every backend takes the same Recipe; its two keys (build and test) decide which cached
+builds and verdicts may be reused. The PyTorch preset fills one in from the jinja2
+templates in dockerfiles/: build a wheel inside the (older) NGC image, install it into a
 fresh container of that image, and run the repro.
 """
 from __future__ import annotations
@@ -11,16 +12,60 @@ import os
 import shlex
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from .backends.docker import DockerRecipe, Mount
+from .backends.base import Mount
 from .store import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
+REPRO_SUBJECT = "The weak-ref capture failure"
 
+
+@dataclass
+class Recipe:
+    """How to build and test one commit; backends decide only where."""
+
+    build: str | None
+    test: str
+    image: str | None = None                # the base image (tests run in it); None: no container
+    build_image: str | None = None          # defaults to the base image
+    build_dockerfile: str | None = None     # how to make build_image (legacy builder)
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    build_settings: dict[str, Any] = field(default_factory=dict)
+    build_tree: bool = False                # containers: a persistent build/ per slot
+    clean: bool = True                      # local: `git clean -ffdx` between probes
+    expect_torch_commit: bool = False       # the test's JSON must report the probed commit
+    gpus: str = "auto"                      # containers: auto | all | none
+    timeout: float | None = None            # seconds per test run
+    build_timeout: float | None = None      # seconds per build
+    subject: str = "The failure"            # the report's headline names what changed
+
+    def build_key(self) -> str:
+        """Everything that decides what a build produces."""
+        return digest({"build": self.build, "build_image": self.build_image or self.image,
+                       "settings": self.build_settings, "env": sorted(self.env.items()),
+                       "clean": self.clean})
+
+    def test_key(self) -> str:
+        """Everything that decides a test's verdict, given the build."""
+        return digest({"test": self.test, "image": self.image, "timeout": self.timeout,
+                       "expect_torch_commit": self.expect_torch_commit,
+                       "env": sorted(self.env.items())})
+
+    def show(self) -> dict[str, Any]:
+        """The recipe as plans and reports print it."""
+        return {"base_image": self.image, "build_image": self.build_image or self.image,
+                "build": self.build, "test": self.test,
+                "build_dockerfile": self.build_dockerfile, "settings": self.build_settings,
+                "env": self.env, "mounts": [f"{m.host}:{m.container}" for m in self.mounts],
+                "expect_torch_commit": self.expect_torch_commit, "gpus": self.gpus,
+                "timeout": self.timeout, "build_timeout": self.build_timeout,
+                "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 
 def _template_dirs() -> list[str]:
@@ -65,21 +110,20 @@ def repro_dir() -> Path:
 def pytorch_preset(base_image: str, *, cuda_arch: str, max_jobs: int | None = None,
                    repro_args: list[str] | None = None, ccache_size: str = "50G",
                    extra_env: dict[str, str] | None = None, gpus: str = "all",
-                   build_tree: bool = True,
-                   repro_parent: str = REPRO_IN_CONTAINER) -> DockerRecipe:
-    """The PyTorch recipe, with the builder Dockerfile it needs."""
+                   build_tree: bool = True) -> Recipe:
+    """The PyTorch recipe, with the builder Dockerfile it needs. The test finds the repro
+    at $BISECT_REPRO_PARENT, which a backend sets only where it cannot mount it."""
     settings = {"cuda_arch": cuda_arch, "max_jobs": max_jobs or os.cpu_count() or 1,
                 "ccache_size": ccache_size, "extra_env": sorted((extra_env or {}).items())}
     build = render("pytorch-build.sh.j2", base_image=base_image, **settings)
     test = render("pytorch-test.sh.j2", base_image=base_image,
-                  repro_parent=repro_parent,
+                  repro_parent=REPRO_IN_CONTAINER,
                   repro_args=shlex.join(repro_args or []))
     dockerfile = render("builder.Dockerfile.j2", base_image=base_image,
                         recipe_hash=digest([build, settings])[:16])
-    recipe = DockerRecipe(
+    return Recipe(
         image=base_image, build=build, test=test,
         build_image=f"bisect-ngc/builder:{digest(dockerfile)[:12]}", build_dockerfile=dockerfile,
         mounts=[Mount(repro_dir(), f"{REPRO_IN_CONTAINER}/repro")],
         build_settings={k: v for k, v in settings.items() if k != "ccache_size"},
-        build_tree=build_tree, expect_torch_commit=True, gpus=gpus)
-    return recipe
+        build_tree=build_tree, expect_torch_commit=True, gpus=gpus, subject=REPRO_SUBJECT)

@@ -1,12 +1,14 @@
 """The markdown report of a session: the answer, the evidence, and what to do next.
 
-Rendered with jinja2 from bisect_ngc/templates/report.md.j2, with an SVG of the range
-narrowing round by round next to it. Paths are written relative to the state directory
-and absolute paths of this machine are replaced by placeholders, so the report can be
-pasted into a bug thread as it is.
+`report_model` builds everything the report says from the state database alone (it
+opens no repository and repeats no search: the engine stored the answer, the commit
+titles and where the commit ships while it ran); `write_report` renders it with jinja2
+from templates/report.md.j2, with an SVG of the range narrowing next to it. This
+machine's paths are replaced by placeholders, so it can be pasted into a bug thread.
 """
 from __future__ import annotations
 
+import html
 import os
 import re
 import shlex
@@ -19,18 +21,21 @@ from typing import Any
 import jinja2
 
 from .engine import tally
-from .history import History
-from .releases import Catalog, containing
-from .search import Result, Verdict, ceil_log, next_step, open_interval
-from .store import ProbeRecord, SessionRecord, Store
+from .search import Verdict, ceil_log, open_interval
+from .store import ProbeRecord, Store
 
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
-ABS_PATH_RE = re.compile(r"(?<![\w:/.~$-])/(?:[\w.+@-]+/)*[\w.+@-]+")
+SYSTEM_DIRS = {"bin", "sbin", "usr", "etc", "opt", "lib", "lib64", "dev", "proc", "sys", "run",
+               "var", "srv", "mnt", "media", "boot", "snap", "nix"}
+# An absolute path in running text: not part of a URL, a relative path or a closing tag.
+ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])/([\w.+@-]+)(?:/[\w.+@-]+)*")
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates"),
                           undefined=jinja2.StrictUndefined, trim_blocks=True,
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-_env.filters["cell"] = lambda v: str("" if v is None else v).replace("|", "\\|").replace("\n", " ")
+_env.filters["text"] = lambda v: html.escape(str("" if v is None else v), quote=False)
+_env.filters["cell"] = lambda v: html.escape(str("" if v is None else v), quote=False) \
+    .replace("|", "\\|").replace("\n", " ")
 _env.filters["secs"] = lambda v: "" if v is None else f"{v:.1f}"
 
 
@@ -91,23 +96,6 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _current_result(rec: SessionRecord, probes: list[ProbeRecord]) -> Result | None:
-    n = len(rec.candidates)
-    step = next_step(n, {p.idx: p.verdict for p in probes}, rec.params.get("jobs", 1))
-    return step if isinstance(step, Result) else None
-
-
-def _ships(rec: SessionRecord, sha: str, cache_dir: Path) -> list[dict[str, str]]:
-    """Catalog releases that do and do not contain sha, when the repository knows them."""
-    try:
-        history = History.open(rec.params.get("origin", ""), cache_dir)
-    except Exception:  # noqa: BLE001 - no repository, no section
-        return []
-    rows = [dict(r, commit=r["commit"][:12])
-            for r in containing(history, sha, Catalog.load(cache_dir))]
-    return [r for r in rows if r["contains"] != "unknown"]
-
-
 def _wall(probes: list[ProbeRecord]) -> float:
     total = 0.0
     for rnd in {p.round for p in probes}:
@@ -130,118 +118,121 @@ def _excerpt(state: Path, probe: ProbeRecord | None, lines: int = 15) -> str:
 
 
 class Scrubber:
-    """Replaces this machine's absolute paths with placeholders."""
+    """Replaces this machine's paths with placeholders: the known ones (state, cache,
+    repository, home) everywhere, other absolute paths outside the system directories
+    in running text."""
 
     def __init__(self, known: dict[str, str]):
         self.known = sorted(((os.path.realpath(k), v) for k, v in known.items() if k),
                             key=lambda kv: -len(kv[0]))
 
-    def __call__(self, text: str, *, any_path: bool = True) -> str:
+    def __call__(self, text: str) -> str:
         for path, name in self.known:
             text = text.replace(path, name)
-        if not any_path:
-            return text
-        return ABS_PATH_RE.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+        return ABS_PATH_RE.sub(lambda m: m.group(0) if m.group(1) in SYSTEM_DIRS
+                               else "…/" + m.group(0).rsplit("/", 1)[-1], text)
+
+    def command(self, argv: list[str]) -> str:
+        """A runnable command line: a placeholder stays outside the quotes (`"$VAR"/x`)."""
+        out = []
+        for arg in argv:
+            for path, name in self.known:
+                if name.startswith("$") and (arg == path or arg.startswith(path + "/")):
+                    rest = arg[len(path):]
+                    out.append(f'"{name}"' + (shlex.quote(rest) if rest else ""))
+                    break
+            else:
+                out.append(shlex.quote(arg))
+        return " ".join(out)
 
 
-def render(store: Store, sid: str | None, out: Path | None = None, *,
-           cache_dir: Path) -> Written:
-    rec = store.find(sid)
+def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
+    """Everything the report shows, from the state database alone."""
+    rec = store.session(sid)
     probes = store.probes(rec.id)
     n = len(rec.candidates)
-    state = store.root
-    params = rec.params
-    out = Path(out) if out else state / "reports" / f"{rec.id}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    svg_path = out.with_name(out.stem + "-narrowing.svg")
-    origin = params.get("origin", "")
-    slug = github_slug(origin)
-    result = _current_result(rec, probes)
-    summary = rec.result or {}
-    wanted = [rec.candidates[i] for i in {0, n - 1, *(p.idx for p in probes)}]
-    commits = store.commits(wanted)
-    if len(commits) < len(wanted):   # sessions from before commits were remembered
-        try:
-            history = History.open(params.get("origin", ""), Path(cache_dir))
-            store.remember_commits(history.info([s for s in wanted if s not in commits])
-                                   .values())
-            commits = store.commits(wanted)
-        except Exception:  # noqa: BLE001 - titles are a nicety; the shas are the facts
-            pass
+    params, result = rec.params, rec.result
+    slug = github_slug(params.origin)
     by_idx = {p.idx: p for p in probes}
+    wanted = {rec.candidates[0], rec.candidates[-1], *(p.commit for p in probes)}
+    if result:
+        wanted |= {s for s in (result.first_new, result.last_old, *result.candidates) if s}
+    rows = store.commits(wanted)
+    index = {sha: i for i, sha in enumerate(rec.candidates)}
 
     def commit(sha: str | None) -> dict[str, Any] | None:
         if not sha:
             return None
-        row = commits.get(sha)
+        row = rows.get(sha)
         info = {"sha": sha, "short": sha[:12], "title": row["title"] if row else "",
                 "author": row["author"] if row else "", "date": row["date"] if row else "",
                 "pr": row["pr"] if row else None, "url": None, "pr_url": None,
-                "index": rec.candidates.index(sha) if sha in rec.candidates else None}
+                "index": index.get(sha)}
         if slug:
             info["url"] = f"https://github.com/{slug}/commit/{sha}"
             if info["pr"]:
                 info["pr_url"] = f"https://github.com/{slug}/pull/{info['pr']}"
         return info
 
-    first = commit(rec.candidates[result.first_new]) if result and result.first_new else None
-    last = commit(rec.candidates[result.last_old]) if result and result.last_old is not None \
-        else None
-    backend = params.get("backend", {})
-    test_cmd = backend.get("test") or ""
-    is_repro = "python -m repro" in test_cmd
+    first = commit(result.first_new) if result else None
+    last = commit(result.last_old) if result else None
     evidence = []
     for role, info in (("first new-behaviour commit", first), ("its first parent", last)):
-        if info is None:
-            continue
-        p = by_idx.get(info["index"])
+        p = by_idx.get(info["index"]) if info else None
         if p is not None:
             evidence.append({"role": role, "commit": info, "probe": p, "details": p.details})
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     performed = [p for p in probes if not p.cached]
-    durations = [(p.build_s or 0) + (p.test_s or 0) for p in (performed or probes)]
+    durations = [(p.details.get("checkout_s") or 0) + (p.build_s or 0) + (p.test_s or 0)
+                 for p in (performed or probes)]
     per_probe = statistics.median(durations) if durations else 0.0
     serial_steps = ceil_log(max(n - 1, 1), 2) + len(result.skipped if result else [])
-    reproduce = []
-    argv = params.get("probe_argv")
-    if argv and first:
-        for info in (first, last):
-            if info:
-                reproduce.append(shlex.join(argv + ["--commit", info["sha"]]))
-    labels = params.get("labels", {})
-    status = result.status.value if result else rec.status
-    if rec.status == "interrupted" and result is None:
-        status = "interrupted"
-    ctx = {
-        "rec": rec, "status": status, "result": result, "summary": summary, "n": n,
-        "labels": labels, "origin": origin, "slug": slug, "first": first, "last": last,
-        "subject": "The weak-ref capture failure" if is_repro else "The failure",
-        "verb": ("fixed" if result and result.old_outcome is Verdict.FAIL else "introduced"),
-        "candidates": [commit(rec.candidates[i]) for i in (result.candidates if result else [])],
+    status = result.status if result else rec.status.value
+    return {
+        "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
+        "origin": params.origin, "slug": slug, "first": first, "last": last,
+        "subject": params.subject,
+        "verb": "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced",
+        "candidates": [commit(s) for s in (result.candidates if result else [])],
         "endpoints": [("old", commit(rec.candidates[0])), ("new", commit(rec.candidates[-1]))],
-        "backend": backend, "params": params, "test_cmd": test_cmd, "is_repro": is_repro,
+        "recipe": params.recipe, "where": params.backend, "params": params,
         "gpu": next((p.details.get("gpu") for p in probes if p.details.get("gpu")), None),
-        "ships": _ships(rec, first["sha"], Path(cache_dir)) if first else [],
+        "ships": result.ships if result and first else [],
         "evidence": evidence, "probes": probes,
         "probe_rows": [dict(p=p, c=commit(p.commit)) for p in probes],
         "intervals": intervals(n, probes) if probes else [],
-        "svg_name": svg_path.name,
+        "svg_name": out.with_name(out.stem + "-narrowing.svg").name,
         "builds_done": sum(1 for p in performed if p.build_s is not None
                            and not p.details.get("build_reused")),
         "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
+        "checkout_total": sum(p.details.get("checkout_s") or 0 for p in performed),
         "wall": _wall(probes), "per_probe": per_probe, "serial_steps": serial_steps,
         "serial_time": serial_steps * per_probe,
-        "reproduce": reproduce, "excerpt": _excerpt(state, failing), "failing": failing,
-        "log_prefix": os.path.relpath(state, out.parent),
+        "reproduce": [params.probe_argv + ["--commit", c["sha"]] for c in (first, last) if c]
+        if params.probe_argv and first else [],
+        "excerpt": _excerpt(store.root, failing), "failing": failing,
+        "log_prefix": os.path.relpath(store.root, out.parent),
         "tally": tally(probes),
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    scrub = Scrubber({str(state): "$BISECT_NGC_STATE", str(cache_dir): "$BISECT_NGC_CACHE",
-                      origin if not slug and "://" not in origin else "": "$REPO",
-                      str(Path.home()): "~"})
-    text = scrub(_env.get_template("report.md.j2").render(**ctx))
-    title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {n} candidates"
-    svg_path.write_text(narrowing_svg(n, probes, scrub(title)))
-    out.write_text(text)
-    return Written(out, svg_path)
 
+
+def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
+    """Render the session's report to `out` (default STATE/reports/SESSION.md)."""
+    out = Path(out) if out else store.root / "reports" / f"{sid}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model = report_model(store, sid, out)
+    origin = model["origin"]
+    argv = model["params"].probe_argv
+    cache = argv[argv.index("--cache-dir") + 1] if "--cache-dir" in argv[:-1] else ""
+    scrub = Scrubber({str(store.root): "$BISECT_NGC_STATE", cache: "$BISECT_NGC_CACHE",
+                      origin if not model["slug"] and "://" not in origin else "": "$REPO",
+                      str(Path.home()): "~"})
+    model["reproduce"] = [scrub.command(argv) for argv in model["reproduce"]]
+    text = scrub(_env.get_template("report.md.j2").render(**model))
+    svg = out.with_name(model["svg_name"])
+    labels = model["labels"]
+    title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {model['n'] - 1} commits"
+    svg.write_text(narrowing_svg(model["n"], model["probes"], scrub(title)))
+    out.write_text(text)
+    return Written(out, svg)

@@ -31,8 +31,8 @@ class RepeatPolicy(str, Enum):
 
 
 @dataclass(frozen=True)
-class Probe:
-    """Test these indices next (at most `jobs` of them)."""
+class Round:
+    """One round: test these indices next (at most `jobs` of them)."""
 
     indices: tuple[int, ...]
 
@@ -49,7 +49,7 @@ class Result:
     skipped: tuple[int, ...] = field(default=())
 
 
-def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe | Result:
+def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Round | Result:
     """Return the next probes, or the result once the verdicts settle the question."""
     if n < 2:
         raise ValueError("need at least two candidates (the two endpoints)")
@@ -57,7 +57,7 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe |
         raise ValueError("jobs must be >= 1")
     ends = tuple(i for i in (0, n - 1) if i not in verdicts)
     if ends:
-        return Probe(ends)
+        return Round(ends)
     old, new = verdicts[0], verdicts[n - 1]
     skipped = tuple(sorted(i for i, v in verdicts.items() if v is Verdict.SKIP))
     if Verdict.SKIP in (old, new) or old is new:
@@ -77,7 +77,7 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Probe |
                           old_outcome=old, new_outcome=new, skipped=skipped)
         return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
                       old_outcome=old, new_outcome=new, skipped=skipped)
-    return Probe(_split(lo, hi, n_untested, verdicts, jobs))
+    return Round(_split(lo, hi, n_untested, verdicts, jobs))
 
 
 def open_interval(n: int, verdicts: Mapping[int, Verdict]) -> tuple[int, int]:
@@ -233,5 +233,5 @@ def ceil_log(x: int, base: int) -> int:
     return r
 
 
-__all__ = ["Verdict", "Status", "RepeatPolicy", "Probe", "Result", "next_step", "open_interval",
+__all__ = ["Verdict", "Status", "RepeatPolicy", "Round", "Result", "next_step", "open_interval",
            "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]

@@ -2,7 +2,8 @@
 
 Every probe is committed the moment it finishes, so a killed run (SIGKILL included)
 loses at most the probes that were still running. One process at a time may drive
-bisections in a state directory; readers (status, log, report) need no lock.
+bisections in a state directory; readers (status, log, report) need no lock and open the
+database read-only. A state that cannot be used is a clear error, never a silent restart.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -105,15 +107,67 @@ class ProbeRecord:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class SessionStatus(str, Enum):
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    FOUND = "found"
+    AMBIGUOUS = "ambiguous"
+    INVALID_ENDPOINTS = "invalid-endpoints"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (SessionStatus.RUNNING, SessionStatus.INTERRUPTED)
+
+
+def _from_dict(cls, data: dict[str, Any] | None):
+    """A dataclass from stored JSON, ignoring keys that later versions dropped."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+
+@dataclass
+class SessionParams:
+    """What was asked, and what the report needs to tell it without the repository."""
+
+    key: str = ""
+    identity: dict[str, str] = field(default_factory=dict)
+    jobs: int = 1
+    repeat: int = 1
+    policy: str = "any"
+    backend: dict[str, Any] = field(default_factory=dict)     # Backend.describe()
+    recipe: dict[str, Any] = field(default_factory=dict)      # Recipe.show()
+    labels: dict[str, Any] = field(default_factory=dict)      # how the endpoints were named
+    origin: str = ""                                          # for links; no credentials
+    subject: str = "The failure"                              # the headline's subject
+    probe_argv: list[str] = field(default_factory=list)       # re-checks one commit
+
+
+@dataclass
+class SessionResult:
+    """The answer, as the engine found it (shas, not indices)."""
+
+    status: str
+    first_new: str | None = None
+    last_old: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    old_outcome: str | None = None
+    new_outcome: str | None = None
+    skipped: list[str] = field(default_factory=list)
+    explanation: str = ""
+    n_candidates: int = 0          # commits after the old endpoint on the path
+    endpoint_reasons: dict[str, str] = field(default_factory=dict)
+    ships: list[dict[str, str]] = field(default_factory=list)  # catalog releases with it
+
+
 @dataclass
 class SessionRecord:
     id: str
     created: float
     updated: float
-    status: str
-    params: dict[str, Any]
+    status: SessionStatus
+    params: SessionParams
     candidates: list[str]
-    result: dict[str, Any] | None
+    result: SessionResult | None
 
 
 @dataclass(frozen=True)
@@ -129,16 +183,68 @@ class CacheKey:
         return digest([self.repo, self.commit, self.recipe, self.test, self.env])
 
 
+_MOVE_HINT = "move the state directory aside (or pass another --state) and run again"
+
+
+def ensure_state_dir(root: Path) -> None:
+    if root.exists() and not root.is_dir():
+        raise UserError(f"the state directory {root} is a file",
+                        hint="pass --state with a directory path")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the state directory {root}: {exc.strerror}",
+                        hint="pass --state with a writable path") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise UserError(f"the state directory {root} is not writable",
+                        hint="pass --state with a writable directory")
+
+
 class Store:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, readonly: bool = False):
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.root / "state.db", timeout=30, isolation_level=None,
-                                  check_same_thread=False)
+        self.readonly = readonly
+        db = self.root / "state.db"
+        if readonly:
+            self.db = self._open_readonly(db)
+        else:
+            ensure_state_dir(self.root)
+            if db.exists() and db.stat().st_size == 0:
+                raise UserError(f"the state database {db} is empty (truncated?)",
+                                hint=_MOVE_HINT)
+            try:
+                self.db = sqlite3.connect(db, timeout=30, isolation_level=None,
+                                          check_same_thread=False)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                raise UserError(f"cannot use the state database {db}: {exc}",
+                                hint=_MOVE_HINT) from None
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+
+    def _open_readonly(self, db: Path) -> sqlite3.Connection:
+        if not self.root.is_dir():
+            raise UserError(f"no state directory at {self.root}",
+                            hint="run `bisect-ngc bisect ...` first, or pass --state")
+        if not db.exists():
+            raise UserError(f"no bisect session in {self.root}",
+                            hint="run `bisect-ngc bisect ...` first, or pass --state")
+        if db.stat().st_size == 0:
+            raise UserError(f"the state database {db} is empty (truncated?)", hint=_MOVE_HINT)
+        last: Exception | None = None
+        # mode=ro needs a writable directory for WAL's shared memory; immutable does not.
+        for query in ("mode=ro", "immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{db.resolve().as_uri()}?{query}", uri=True, timeout=30,
+                                       check_same_thread=False)
+                conn.execute("SELECT count(*) FROM sessions").fetchone()
+                return conn
+            except sqlite3.DatabaseError as exc:
+                last = exc
+                if "not a database" in str(exc) or "malformed" in str(exc):
+                    break
+        raise UserError(f"cannot read the state database {db}: {last}", hint=_MOVE_HINT)
 
     def close(self) -> None:
         self.db.close()
@@ -174,17 +280,19 @@ class Store:
                             hint=f"known sessions: {known}")
         return _session(rows[0])
 
-    def create_session(self, sid: str, params: dict[str, Any], candidates: list[str]) -> None:
+    def create_session(self, sid: str, params: SessionParams, candidates: list[str]) -> None:
         now = time.time()
         self.db.execute(
             "INSERT INTO sessions(id, created, updated, status, params, candidates) "
             "VALUES (?,?,?,?,?,?)",
-            (sid, now, now, "running", json.dumps(params), "\n".join(candidates)))
+            (sid, now, now, SessionStatus.RUNNING.value, json.dumps(asdict(params)),
+             "\n".join(candidates)))
 
-    def set_status(self, sid: str, status: str, result: dict[str, Any] | None = None) -> None:
+    def set_status(self, sid: str, status: SessionStatus,
+                   result: SessionResult | None = None) -> None:
         self.db.execute("UPDATE sessions SET status=?, updated=?, result=COALESCE(?, result) "
-                        "WHERE id=?",
-                        (status, time.time(), json.dumps(result) if result else None, sid))
+                        "WHERE id=?", (status.value, time.time(),
+                                       json.dumps(asdict(result)) if result else None, sid))
 
     # probes
     def add_probe(self, sid: str, p: ProbeRecord) -> None:
@@ -205,9 +313,9 @@ class Store:
         return {p.idx: p.verdict for p in self.probes(sid)}
 
     # cache
-    def cache_get(self, key: CacheKey) -> ProbeRecord | None:
+    def cache_get(self, key: CacheKey, *, skips: bool = True) -> ProbeRecord | None:
         row = self.db.execute("SELECT * FROM cache WHERE key=?", (key.key,)).fetchone()
-        if row is None:
+        if row is None or (not skips and row["verdict"] == Verdict.SKIP.value):
             return None
         return ProbeRecord(round=0, idx=-1, commit=row["commit_sha"],
                            verdict=Verdict(row["verdict"]), reason=row["reason"],
@@ -251,10 +359,12 @@ class Store:
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
+    result = json.loads(row["result"]) if row["result"] else None
     return SessionRecord(id=row["id"], created=row["created"], updated=row["updated"],
-                         status=row["status"], params=json.loads(row["params"]),
+                         status=SessionStatus(row["status"]),
+                         params=_from_dict(SessionParams, json.loads(row["params"])),
                          candidates=row["candidates"].split("\n") if row["candidates"] else [],
-                         result=json.loads(row["result"]) if row["result"] else None)
+                         result=_from_dict(SessionResult, result) if result else None)
 
 
 def _probe(row: sqlite3.Row) -> ProbeRecord:
@@ -274,7 +384,7 @@ class StateLock:
         self.fd: int | None = None
 
     def __enter__(self) -> "StateLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_state_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

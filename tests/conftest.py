@@ -1,7 +1,21 @@
 import os
 
+import pytest
+
+from bisect_ngc.cli import main
+
 # Tests make commits; give git an identity without touching anyone's config.
 for key, value in {"GIT_AUTHOR_NAME": "bisect-ngc tests", "GIT_AUTHOR_EMAIL": "tests@example.com",
                    "GIT_COMMITTER_NAME": "bisect-ngc tests",
                    "GIT_COMMITTER_EMAIL": "tests@example.com"}.items():
     os.environ.setdefault(key, value)
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run `bisect-ngc ARGS` in this process: returns (exit code, stdout, stderr)."""
+    def run(args):
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return run

@@ -15,16 +15,11 @@ from bisect_ngc.cli import main
 from bisect_ngc.search import ceil_log, expected_rounds
 from bisect_ngc.store import Store
 
-from .repos import BUILD, TEST, make_repo
+from benchmarks.repos import BUILD, TEST, make_repo
 
 # The test also appends the commit to a counter file, so executions can be counted.
 COUNTING_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST
 
-
-def run_cli(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def bisect_args(repo, state, *extra, test=COUNTING_TEST, build=BUILD):
@@ -49,27 +44,27 @@ def executions(counter: Path) -> list[str]:
     return counter.read_text().split() if counter.exists() else []
 
 
-def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, capsys):
+def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 400, 233, set(range(90, 110)) | set(range(300, 312)))
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
     assert code == 0
     res = json.loads(out)
     assert set(res) >= {"status", "first_new", "last_old", "candidates", "old_outcome",
-                        "new_outcome", "probes", "rounds", "skipped", "cached", "session"}
+                        "new_outcome", "probes", "runs", "rounds", "skipped", "cached", "session"}
     assert (res["status"], res["first_new"], res["last_old"]) == ("found", shas[233], shas[232])
     assert (res["old_outcome"], res["new_outcome"]) == ("pass", "fail")
     assert res["cached"] == 0
-    assert res["probes"] == len(executions(counter)) + len(res["skipped"])
+    assert res["runs"] == len(executions(counter)) + len(res["skipped"])
     assert res["first_new_title"] == "change 233"
 
 
-def test_second_identical_run_executes_nothing(tmp_path, counter, capsys):
+def test_second_identical_run_executes_nothing(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 120, 77)
     args = bisect_args(tmp_path / "r", tmp_path / "st", "--json")
-    code, out, _ = run_cli(args, capsys)
+    code, out, _ = run_cli(args)
     first = json.loads(out)
     before = len(executions(counter))
-    code2, out2, _ = run_cli(args, capsys)
+    code2, out2, _ = run_cli(args)
     second = json.loads(out2)
     assert code == code2 == 0
     assert len(executions(counter)) == before
@@ -78,25 +73,25 @@ def test_second_identical_run_executes_nothing(tmp_path, counter, capsys):
     assert second["session"] != first["session"]
 
 
-def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, capsys):
+def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 200, 150)
-    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"), capsys)
+    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"))
     before = len(executions(counter))
     code, out, _ = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", shas[100],
                             "--new", "main", "--build", BUILD, "--test", COUNTING_TEST,
-                            "--state", str(tmp_path / "st"), "--quiet", "--json"], capsys)
+                            "--state", str(tmp_path / "st"), "--quiet", "--json"])
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[150]
     assert res["cached"] >= 2  # at least the new endpoint and the commit found
-    assert len(executions(counter)) - before == res["probes"]
+    assert len(executions(counter)) - before == res["runs"]
 
 
 @pytest.mark.parametrize("jobs", [2, 4, 8])
-def test_parallel_rounds_stay_within_bound(tmp_path, counter, capsys, jobs):
+def test_parallel_rounds_stay_within_bound(tmp_path, counter, run_cli, jobs):
     n = 500
     shas = make_repo(tmp_path / "r", n, 321)
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json",
-                                       "--jobs", str(jobs)), capsys)
+                                       "--jobs", str(jobs)))
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[321]
     assert res["rounds"] <= expected_rounds(n, jobs) <= ceil_log(n, jobs + 1) + 1
@@ -104,10 +99,10 @@ def test_parallel_rounds_stay_within_bound(tmp_path, counter, capsys, jobs):
     assert len(list(worktrees.iterdir())) == jobs
 
 
-def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, capsys):
+def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, run_cli):
     unbuildable = set(range(60, 75)) | set(range(190, 198))
     shas = make_repo(tmp_path / "r", 300, 141, unbuildable)
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[141]
     script = tmp_path / "step.sh"
@@ -123,30 +118,30 @@ def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, capsys):
     assert res["probes"] <= git_steps + 2, (res["probes"], git_steps)
 
 
-def test_ambiguous_when_skips_straddle_the_transition(tmp_path, counter, capsys):
+def test_ambiguous_when_skips_straddle_the_transition(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 80, 40, {38, 39, 40})
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
     res = json.loads(out)
     assert code == 4 and res["status"] == "ambiguous"
     assert res["candidates"] == shas[38:42] and shas[40] in res["candidates"]
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st2"), capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st2"))
     assert code == 4 and "Ambiguous" in out and shas[39] in out
 
 
-def test_invalid_endpoints(tmp_path, counter, capsys):
+def test_invalid_endpoints(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 30, 100)  # no transition: every commit is old
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"), capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
     res = json.loads(out)
     assert code == 3 and res["status"] == "invalid-endpoints"
     assert "both endpoints pass" in res["explanation"]
     assert res["probes"] == 2
 
 
-def test_finding_a_fix_is_the_same_search(tmp_path, counter, capsys):
+def test_finding_a_fix_is_the_same_search(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 64, 20)
     inverted = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ! { ' + TEST + '; }'
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json",
-                                       test=inverted), capsys)
+                                       test=inverted))
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[20]
     assert (res["old_outcome"], res["new_outcome"]) == ("fail", "pass")
@@ -157,92 +152,91 @@ def test_finding_a_fix_is_the_same_search(tmp_path, counter, capsys):
     (["--old", "--exec=x"], "not a valid git revision"),
     (["--old", "main", "--new", "main~3"], "is not an ancestor"),
 ])
-def test_bad_input_is_one_sentence_and_a_hint(tmp_path, capsys, args, words):
+def test_bad_input_is_one_sentence_and_a_hint(tmp_path, run_cli, args, words):
     make_repo(tmp_path / "r", 10, 5)
     base = {"--old": "main~9", "--new": "main"}
     it = iter(args)
     base.update(dict(zip(it, it)))
     argv = ["bisect", "--repo", str(tmp_path / "r"), "--test", "true", "--state",
             str(tmp_path / "st")] + [x for kv in base.items() for x in kv]
-    code, out, err = run_cli(argv, capsys)
+    code, out, err = run_cli(argv)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and words in err and "\nhint: " in err
 
 
-def test_missing_repo_is_bad_input(tmp_path, capsys):
+def test_missing_repo_is_bad_input(tmp_path, run_cli):
     code, _, err = run_cli(["bisect", "--repo", str(tmp_path / "nowhere"), "--old", "a",
-                            "--new", "b", "--test", "true", "--state", str(tmp_path)], capsys)
+                            "--new", "b", "--test", "true", "--state", str(tmp_path)])
     assert code == 2 and "does not exist" in err
 
 
-def test_build_failure_is_a_skip_with_its_log_kept(tmp_path, counter, capsys):
+def test_build_failure_is_a_skip_with_its_log_kept(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 40, 20, {10})
     st = tmp_path / "st"
-    run_cli(bisect_args(tmp_path / "r", st, "--jobs", "8"), capsys)
+    run_cli(bisect_args(tmp_path / "r", st, "--jobs", "8"))
     store = Store(st)
     sid = store.latest().id
     skipped = [p for p in store.probes(sid) if p.verdict.value == "skip"]
     for p in skipped:
         assert p.reason == "build failed (exit 1)"
         assert (st / p.logs["build"]).exists() and not Path(p.logs["build"]).is_absolute()
-    code, out, _ = run_cli(["log", "--state", str(st)], capsys)
+    code, out, _ = run_cli(["log", "--state", str(st)])
     assert code == 0 and "round" in out
 
 
-def test_env_vars_and_worktree_cwd(tmp_path, capsys):
+def test_env_vars_and_worktree_cwd(tmp_path, run_cli):
     make_repo(tmp_path / "r", 8, 4)
     check = ('test "$BISECT_COMMIT" = "$(git rev-parse HEAD)" && test "$PWD" = "$BISECT_WORKTREE"'
              ' && test -d "$BISECT_ARTIFACTS" && ' + TEST)
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=check),
-                           capsys)
+    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=check))
     assert code == 0 and json.loads(out)["skipped"] == []
 
 
-def test_timeout_makes_a_skip(tmp_path, capsys):
+def test_timeout_makes_a_skip(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 12, 6)
     slow = f'if [ "$BISECT_COMMIT" = {shas[6]} ]; then sleep 30; fi; ' + TEST
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", "--timeout",
-                                       "1", test=slow), capsys)
+                                       "1", test=slow))
     res = json.loads(out)
     assert code == 4 and shas[6] in res["skipped"]
     probes = Store(tmp_path / "st").probes(res["session"])
     assert any(p.reason == "test timed out after 1s" for p in probes)
 
 
-def test_flaky_repro_with_repeat_any(tmp_path, counter, capsys):
+def test_flaky_repro_with_repeat_any(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 50, 31)
     # New-behaviour commits fail only on every second run of the same commit.
     flaky = ('echo "$BISECT_COMMIT" >> "$COUNTER"; '
              'n=$(grep -c "$BISECT_COMMIT" "$COUNTER"); '
              'if grep -q new behaviour && [ $((n % 2)) -eq 0 ]; then exit 1; fi; exit 0')
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", "--repeat",
-                                       "2", test=flaky), capsys)
+                                       "2", test=flaky))
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[31]
-    assert res["probes"] == len(executions(counter))
+    assert res["runs"] == len(executions(counter))
 
 
-def test_plan_builds_nothing(tmp_path, capsys):
+def test_plan_builds_nothing(tmp_path, run_cli):
     make_repo(tmp_path / "r", 1000, 5)
     code, out, _ = run_cli(["plan", "--repo", str(tmp_path / "r"), "--old", "main~999",
-                            "--new", "main", "--test", "true", "--jobs", "4", "--json"], capsys)
+                            "--new", "main", "--test", "true", "--jobs", "4", "--json"])
     res = json.loads(out)
-    assert code == 0 and res["candidates"] == 1000
+    assert code == 0 and res["n_candidates"] == 999
     assert res["expected_rounds"] == 1 + ceil_log(999, 5)
     code, out, _ = run_cli(["plan", "--repo", str(tmp_path / "r"), "--old", "main~999",
-                            "--new", "main", "--test", "true"], capsys)
-    assert "1000 candidates" in out and "round(s)" in out
+                            "--new", "main", "--test", "true"])
+    assert "999 commits after the old endpoint" in out and "round(s)" in out
 
 
-def test_status_and_log(tmp_path, counter, capsys):
+def test_status_and_log(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 30, 12)
-    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"), capsys)
-    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st")], capsys)
-    assert code == 0 and "found" in out and "30 candidates" in out
-    code, out, _ = run_cli(["log", "--state", str(tmp_path / "st"), "--json"], capsys)
+    run_cli(bisect_args(tmp_path / "r", tmp_path / "st"))
+    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st")])
+    assert code == 0 and "found" in out and "29 candidates" in out
+    code, out, _ = run_cli(["log", "--state", str(tmp_path / "st"), "--json"])
     rows = json.loads(out)
     assert code == 0 and rows[0]["round"] == 1 and len(rows) == len(executions(counter))
-    code, _, err = run_cli(["log", "--state", str(tmp_path / "st"), "--session", "zzz"], capsys)
+    code, _, err = run_cli(["log", "--state", str(tmp_path / "st"), "--session", "zzz"])
     assert code == 2 and "not found" in err
 
 

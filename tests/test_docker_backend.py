@@ -20,7 +20,7 @@ import pytest
 from bisect_ngc.cli import main
 from bisect_ngc.store import Store
 
-from .repos import CEXT_BUILD, CEXT_TEST, make_cext_repo, make_repo
+from benchmarks.repos import CEXT_BUILD, CEXT_TEST, make_cext_repo, make_repo
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm")
 
@@ -52,11 +52,6 @@ def containers(label: str) -> list:
     return docker_client().containers.list(all=True, filters={"label": label})
 
 
-def run_cli(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
 
 @pytest.fixture(scope="module")
 def cext(tmp_path_factory):
@@ -71,9 +66,9 @@ def docker_args(repo, tmp, *extra, test=CEXT_TEST, build=CEXT_BUILD, cache=None)
             str(tmp / "st"), "--cache-dir", str(cache or tmp / "cache"), "--quiet", *extra]
 
 
-def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_path, capsys):
+def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_path, run_cli):
     repo, shas = cext
-    code, out, err = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"), capsys)
+    code, out, err = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"))
     assert code == 0, err
     res = json.loads(out)
     assert (res["first_new"], res["last_old"]) == (shas[23], shas[22])
@@ -84,7 +79,7 @@ def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_pat
     assert built and all(p.details["build_reused"] is False for p in built)
     assert not containers(f"bisect-ngc.session={res['session']}")
     # The same question again: every verdict from the cache, nothing built or run.
-    code, out, _ = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"), capsys)
+    code, out, _ = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"))
     again = json.loads(out)
     assert code == 0 and again["probes"] == 0 and again["cached"] == len(probes)
     # Another test of the same builds in a new state dir: verdicts are new, builds are not.
@@ -92,36 +87,35 @@ def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_pat
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     code, out, _ = run_cli(docker_args(repo, fresh, "--json", "--jobs", "2", test=other,
-                                       cache=tmp_path / "cache"), capsys)
+                                       cache=tmp_path / "cache"))
     res3 = json.loads(out)
     assert code == 0 and res3["first_new"] == shas[23] and res3["probes"] > 0
     probes3 = Store(fresh / "st").probes(res3["session"])
     assert all(p.build_s is None and p.details["build_reused"] for p in probes3
                if p.verdict.value != "skip")
-    code, out, _ = run_cli(["cache", "ls", "--cache-dir", str(tmp_path / "cache"), "--json"],
-                           capsys)
+    code, out, _ = run_cli(["cache", "ls", "--cache-dir", str(tmp_path / "cache"), "--json"])
     assert code == 0 and {r["commit"] for r in json.loads(out)} >= {shas[22], shas[23]}
 
 
-def test_build_failure_is_a_skip_with_its_log(cext, tmp_path, capsys):
+def test_build_failure_is_a_skip_with_its_log(cext, tmp_path, run_cli):
     repo, shas = cext
     code, out, _ = run_cli(["probe", "--repo", str(repo), "--commit", shas[10], "--backend",
                             "docker", "--image", IMAGE, "--build", CEXT_BUILD, "--test",
                             CEXT_TEST, "--state", str(tmp_path / "st"), "--cache-dir",
-                            str(tmp_path / "cache")], capsys)
+                            str(tmp_path / "cache")])
     assert code == 125
     assert "skip (build failed (exit 1))" in out
     log = Path(out.split("build log: ")[1].split()[0])
     assert "this is not C" in log.read_text() or "error" in log.read_text()
 
 
-def test_ambiguous_when_unbuildable_commits_hide_the_transition(tmp_path, capsys):
+def test_ambiguous_when_unbuildable_commits_hide_the_transition(tmp_path, run_cli):
     shas = make_cext_repo(tmp_path / "r", 20, 12, {11, 12})
     code, out, _ = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", shas[0],
                             "--new", "main", "--backend", "docker", "--image", IMAGE,
                             "--build", CEXT_BUILD, "--test", CEXT_TEST, "--state",
                             str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"),
-                            "--quiet", "--json"], capsys)
+                            "--quiet", "--json"])
     res = json.loads(out)
     assert code == 4 and res["candidates"] == shas[11:14]
 
@@ -155,7 +149,7 @@ def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
     assert json.loads(done.stdout)["status"] == "found"
 
 
-def test_a_later_run_removes_what_a_killed_run_left(tmp_path, capsys):
+def test_a_later_run_removes_what_a_killed_run_left(tmp_path, run_cli):
     from bisect_ngc.store import digest
     repo = tmp_path / "r"
     make_repo(repo, 6, 3)
@@ -166,30 +160,30 @@ def test_a_later_run_removes_what_a_killed_run_left(tmp_path, capsys):
     code, _, err = run_cli(["bisect", "--repo", str(repo), "--old", "main~5", "--new", "main",
                             "--backend", "docker", "--image", IMAGE, "--test",
                             'test "$(cat behaviour)" = old', "--state", str(state),
-                            "--cache-dir", str(tmp_path / "cache"), "--quiet"], capsys)
+                            "--cache-dir", str(tmp_path / "cache"), "--quiet"])
     assert code == 0
     assert "left behind by an interrupted run" in err
     assert not containers("bisect-ngc.session=killed-1")
     assert left.id not in {c.id for c in docker_client().containers.list(all=True)}
 
 
-def test_unreachable_engine_is_one_sentence(tmp_path, capsys, monkeypatch):
+def test_unreachable_engine_is_one_sentence(tmp_path, run_cli, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
     make_repo(tmp_path / "r", 4, 2)
     code, out, err = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", "main~3",
                               "--new", "main", "--backend", "docker", "--image", IMAGE,
-                              "--test", "true", "--state", str(tmp_path / "st")], capsys)
+                              "--test", "true", "--state", str(tmp_path / "st")])
     assert code == 2 and out == ""
     assert err.startswith("error: cannot reach the Docker engine")
     assert "hint: start dockerd" in err
 
 
-def test_unpullable_image_suggests_docker_login(tmp_path, capsys):
+def test_unpullable_image_suggests_docker_login(tmp_path, run_cli):
     make_repo(tmp_path / "r", 4, 2)
     code, _, err = run_cli(["bisect", "--repo", str(tmp_path / "r"), "--old", "main~3",
                             "--new", "main", "--backend", "docker", "--image",
                             "nvcr.io/nvidia/pytorch:24.09-py3", "--test", "true", "--state",
-                            str(tmp_path / "st"), "--quiet"], capsys)
+                            str(tmp_path / "st"), "--quiet"])
     assert code == 2
     assert "could not pull nvcr.io/nvidia/pytorch:24.09-py3" in err
     assert "docker login nvcr.io" in err
@@ -213,9 +207,9 @@ RUN d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
     docker_client().images.remove(tag, force=True)
 
 
-def test_resolve_image_reads_facts_live_into_the_overlay(fake_ngc_image, tmp_path, capsys):
+def test_resolve_image_reads_facts_live_into_the_overlay(fake_ngc_image, tmp_path, run_cli):
     code, out, _ = run_cli(["resolve", "--image", fake_ngc_image, "--cache-dir",
-                            str(tmp_path), "--json"], capsys)
+                            str(tmp_path), "--json"])
     facts = json.loads(out)
     assert code == 0
     assert facts["torch_version"] == "2.9.0a0+0123456789"
@@ -224,13 +218,12 @@ def test_resolve_image_reads_facts_live_into_the_overlay(fake_ngc_image, tmp_pat
     overlay = json.loads((tmp_path / "releases-overlay.json").read_text())
     assert overlay[0]["image"] == fake_ngc_image
     code, out, _ = run_cli(["plan", "--from", fake_ngc_image, "--to", "24.10", "--torch-repo",
-                            str(tmp_path / "nowhere"), "--cache-dir", str(tmp_path), "--json"],
-                           capsys)
+                            str(tmp_path / "nowhere"), "--cache-dir", str(tmp_path), "--json"])
     plan = json.loads(out)
-    assert code == 0 and plan["endpoints"]["old"]["rev"].startswith("0123456789abcdef")
+    assert code == 2 and plan["endpoints"]["old"]["rev"].startswith("0123456789abcdef")
     assert plan["recipe"]["base_image"] == fake_ngc_image
 
 
-def test_resolve_image_without_torch_is_a_clear_error(tmp_path, capsys):
-    code, _, err = run_cli(["resolve", "--image", IMAGE, "--cache-dir", str(tmp_path)], capsys)
+def test_resolve_image_without_torch_is_a_clear_error(tmp_path, run_cli):
+    code, _, err = run_cli(["resolve", "--image", IMAGE, "--cache-dir", str(tmp_path)])
     assert code == 2 and "could not import torch" in err

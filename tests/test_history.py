@@ -8,7 +8,7 @@ import pytest
 from bisect_ngc.errors import UserError
 from bisect_ngc.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
 
-from .repos import make_repo
+from benchmarks.repos import make_repo
 
 
 @pytest.fixture(scope="module")

@@ -16,19 +16,14 @@ from bisect_ngc.errors import UserError
 from bisect_ngc.recipes import pytorch_preset
 from bisect_ngc.releases import Catalog
 
-from .repos import BUILD, TEST, make_repo
+from benchmarks.repos import BUILD, TEST, make_repo
 
 
-def run_cli(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
-
-def test_acceptance_commits_of_24_09_and_24_10(capsys):
+def test_acceptance_commits_of_24_09_and_24_10(run_cli):
     for release, sha in (("24.09", "b465a5843b92f33fe3e89ff7ee91c6833df6aec0"),
                          ("24.10", "e000cf0ad980e5d140dc895a646174e9b945cf26")):
-        code, out, _ = run_cli(["resolve", release, "--json"], capsys)
+        code, out, _ = run_cli(["resolve", release, "--json"])
         facts = json.loads(out)
         assert code == 0 and facts["torch_commit"] == sha
         assert facts["image"] == f"nvcr.io/nvidia/pytorch:{release}-py3"
@@ -47,48 +42,64 @@ def test_catalog_covers_24_01_onward_with_verification_marks():
 
 
 @pytest.mark.parametrize("a,b", [("24.11", "24.12"), ("25.05", "25.06")])
-def test_releases_with_the_same_commit_are_reported(a, b, capsys):
-    code, out, _ = run_cli(["releases", "--json"], capsys)
+def test_releases_with_the_same_commit_are_reported(a, b, run_cli):
+    code, out, _ = run_cli(["releases", "--json"])
     rows = {r["name"]: r for r in json.loads(out)}
     assert b in rows[a]["same_commit_as"] and a in rows[b]["same_commit_as"]
-    code, out, _ = run_cli(["releases"], capsys)
+    code, out, _ = run_cli(["releases"])
     assert code == 0 and f"same commit as {b}" in out
 
 
-def test_unknown_release_lists_the_known_ones(capsys):
-    code, _, err = run_cli(["resolve", "23.01"], capsys)
+def test_unknown_release_lists_the_known_ones(run_cli):
+    code, _, err = run_cli(["resolve", "23.01"])
     assert code == 2 and "unknown release '23.01'" in err and "24.09" in err
     assert "resolve --image" in err
-    code, _, err = run_cli(["plan", "--from", "22.12", "--to", "24.10"], capsys)
+    code, _, err = run_cli(["plan", "--from", "22.12", "--to", "24.10"])
     assert code == 2 and "unknown release '22.12'" in err
 
 
-def test_release_without_a_known_commit_says_how_to_get_it(capsys):
-    code, _, err = run_cli(["plan", "--from", "25.07", "--to", "25.08"], capsys)
+def test_release_without_a_known_commit_says_how_to_get_it(run_cli):
+    code, _, err = run_cli(["plan", "--from", "25.07", "--to", "25.08"])
     assert code == 2 and "not known" in err
     assert "resolve --image nvcr.io/nvidia/pytorch:25.07-py3" in err
 
 
-def test_image_not_in_catalog_suggests_resolve(capsys):
-    code, _, err = run_cli(["plan", "--from", "example.com/my/pytorch:1", "--to", "24.10"],
-                           capsys)
+def test_image_not_in_catalog_suggests_resolve(run_cli):
+    code, _, err = run_cli(["plan", "--from", "example.com/my/pytorch:1", "--to", "24.10"])
     assert code == 2 and "bisect-ngc resolve --image example.com/my/pytorch:1" in err
 
 
-def test_plan_24_09_to_24_10_shows_image_and_recipe_without_the_repo(tmp_path, capsys):
+def test_plan_24_09_to_24_10_shows_image_and_recipe_without_the_repo(tmp_path, run_cli):
     args = ["plan", "--from", "24.09", "--to", "24.10", "--backend", "docker",
             "--torch-repo", str(tmp_path / "no-clone-here"), "--cache-dir", str(tmp_path)]
-    code, out, _ = run_cli(args, capsys)
-    assert code == 0
+    code, out, err = run_cli(args)
     assert "base image: nvcr.io/nvidia/pytorch:24.09-py3" in out
     assert "python setup.py bdist_wheel" in out and "python -m repro" in out
     assert "candidates: unknown" in out
-    code, out, _ = run_cli(args + ["--json", "--cuda-arch", "8.0;9.0"], capsys)
+    # The recipe is printed, but a plan without its candidates is not a success.
+    assert code == 2 and "cannot list the candidates" in err and "hint:" in err
+    code, out, _ = run_cli(args + ["--json", "--cuda-arch", "8.0;9.0"])
     plan = json.loads(out)
+    assert code == 2 and plan["n_candidates"] is None
     assert plan["recipe"]["base_image"] == "nvcr.io/nvidia/pytorch:24.09-py3"
     assert plan["endpoints"]["old"]["rev"] == "b465a5843b92f33fe3e89ff7ee91c6833df6aec0"
     assert "export TORCH_CUDA_ARCH_LIST='8.0;9.0'" in plan["recipe"]["build"]
     assert not list(tmp_path.glob("artifacts/*"))
+
+
+def test_plan_shows_one_recipe_whatever_the_backend(fake_torch, tmp_path, run_cli):
+    repo, _ = fake_torch
+    recipes = {}
+    for backend in ("docker", "slurm"):
+        code, out, err = run_cli(["plan", "--from", "90.02", "--to", "90.03", "--torch-repo",
+                                  repo, "--backend", backend, "--cuda-arch", "9.0",
+                                  "--state", tmp_path / "st", "--json"])
+        assert code == 0, err
+        recipes[backend] = json.loads(out)["recipe"]
+    assert recipes["docker"] == recipes["slurm"]
+    assert "python setup.py bdist_wheel" in recipes["slurm"]["build"]
+    assert "python -m repro" in recipes["slurm"]["test"]
+    assert recipes["slurm"]["expect_torch_commit"] is True
 
 
 @pytest.fixture
@@ -106,44 +117,43 @@ def fake_torch(tmp_path, monkeypatch):
     return tmp_path / "pytorch", shas
 
 
-def test_release_mode_bisect_resolves_releases_to_commits(fake_torch, tmp_path, capsys):
+def test_release_mode_bisect_resolves_releases_to_commits(fake_torch, tmp_path, run_cli):
     repo, shas = fake_torch
     code, out, err = run_cli(["bisect", "--from", "90.02", "--to", "90.03", "--torch-repo",
                               str(repo), "--backend", "local", "--build", BUILD, "--test", TEST,
-                              "--state", str(tmp_path / "st"), "--quiet", "--json"], capsys)
+                              "--state", str(tmp_path / "st"), "--quiet", "--json"])
     assert code == 0, err
     res = json.loads(out)
-    assert res["first_new"] == shas[70] and res["n_candidates"] == 41
-    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st"), "--json"], capsys)
+    assert res["first_new"] == shas[70] and res["n_candidates"] == 40
+    code, out, _ = run_cli(["status", "--state", str(tmp_path / "st"), "--json"])
     labels = json.loads(out)[0]["labels"]
     assert labels["old_release"] == "90.02"
     assert labels["old_image"] == "nvcr.io/nvidia/pytorch:90.02-py3"
 
 
-def test_containing_tells_which_release_first_ships_a_commit(fake_torch, capsys):
+def test_containing_tells_which_release_first_ships_a_commit(fake_torch, run_cli):
     repo, shas = fake_torch
     code, out, _ = run_cli(["releases", "--containing", shas[70], "--torch-repo", str(repo),
-                            "--json"], capsys)
+                            "--json"])
     rows = {r["name"]: r["contains"] for r in json.loads(out)}
     assert rows == {"90.01": "no", "90.02": "no", "90.03": "yes", "90.04": "yes"}
     code, out, _ = run_cli(["releases", "--containing", shas[70][:9], "--torch-repo",
-                            str(repo)], capsys)
+                            str(repo)])
     assert code == 0 and "first shipped in NGC 90.03" in out
-    code, _, err = run_cli(["releases", "--containing", "feedface", "--torch-repo", str(repo)],
-                           capsys)
+    code, _, err = run_cli(["releases", "--containing", "feedface", "--torch-repo", str(repo)])
     assert code == 2 and "not in" in err
 
 
-def test_from_and_to_accept_commits_and_need_a_base_image(fake_torch, tmp_path, capsys):
+def test_from_and_to_accept_commits_and_need_a_base_image(fake_torch, tmp_path, run_cli):
     repo, shas = fake_torch
     code, _, err = run_cli(["plan", "--from", shas[5], "--to", "90.03", "--torch-repo",
-                            str(repo)], capsys)
+                            str(repo)])
     assert code == 2 and "--base-image" in err
     code, out, _ = run_cli(["plan", "--from", shas[5], "--to", "90.03", "--torch-repo",
                             str(repo), "--base-image", "nvcr.io/nvidia/pytorch:90.01-py3",
-                            "--json"], capsys)
+                            "--json"])
     plan = json.loads(out)
-    assert code == 0 and plan["candidates"] == 96
+    assert code == 0 and plan["n_candidates"] == 95
     assert plan["endpoints"]["new"]["release"]["name"] == "90.03"
 
 
@@ -153,8 +163,8 @@ def test_from_and_to_accept_commits_and_need_a_base_image(fake_torch, tmp_path, 
     (["--old", "a"], "--old and --new, or --from and --to"),
     (["--old", "a", "--new", "b", "--backend", "docker", "--test", "t"], "needs --image"),
 ])
-def test_question_errors(argv, words, capsys):
-    code, _, err = run_cli(["plan", *argv], capsys)
+def test_question_errors(argv, words, run_cli):
+    code, _, err = run_cli(["plan", *argv])
     assert code == 2 and words in err
 
 
@@ -185,8 +195,8 @@ def test_pytorch_preset_quotes_every_value():
     assert "python -m repro --seed '$(reboot)'" in recipe.test
 
 
-def test_resolve_needs_a_release_or_an_image(capsys):
-    code, _, err = run_cli(["resolve"], capsys)
+def test_resolve_needs_a_release_or_an_image(run_cli):
+    code, _, err = run_cli(["resolve"])
     assert code == 2 and "either a release" in err
 
 

@@ -21,24 +21,19 @@ import pytest
 from markdown_it import MarkdownIt
 
 from bisect_ngc.cli import main
-from bisect_ngc.report import github_slug, render
-from bisect_ngc.store import Store
+from bisect_ngc.report import github_slug, write_report
+from bisect_ngc.store import SessionStatus, Store
 
-from .repos import BUILD, TEST, make_repo
-
-
-def run_cli(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from benchmarks.repos import BUILD, TEST, make_repo
 
 
-def bisect(tmp_path, capsys, repo, *extra, test=TEST):
+
+def bisect(run_cli, tmp_path, repo, *extra, test=TEST):
     return run_cli(["bisect", "--repo", str(repo), "--old", "main~%d" % (len(
         subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=repo,
                        capture_output=True, text=True).stdout.split()) - 1), "--new", "main",
         "--build", BUILD, "--test", test, "--state", str(tmp_path / "st"), "--cache-dir",
-        str(tmp_path / "cache"), "--quiet", "--json", *extra], capsys)
+        str(tmp_path / "cache"), "--quiet", "--json", *extra])
 
 
 def sections(md: str) -> dict[str, list]:
@@ -100,16 +95,16 @@ def check_report(path: Path, tmp_path: Path, n_probes: int) -> str:
     return md
 
 
-def test_found_report_names_the_commit_and_has_every_probe(tmp_path, capsys):
+def test_found_report_names_the_commit_and_has_every_probe(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 300, 150, set(range(40, 52)), pr_every=1)
-    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r", "--jobs", "3")
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r", "--jobs", "3")
     res = json.loads(out)
     assert code == 0
     path = Path(res["report"])
     assert path.exists() and path.parent == tmp_path / "st" / "reports"
     probes = Store(tmp_path / "st").probes(res["session"])
     md = check_report(path, tmp_path, len(probes))
-    assert f"**The failure was introduced by `{shas[150][:12]}` (#1150): change 150 (#1150)**" in md
+    assert f"**The failure was introduced by `{shas[150][:12]}`: change 150 (#1150)**" in md
     assert shas[150] in md and "Dev 3" in md
     evidence = "".join(t.content for t in sections(md)["Evidence"] if t.type == "inline")
     assert shas[149][:12] in evidence and shas[150][:12] in evidence
@@ -120,10 +115,10 @@ def test_found_report_names_the_commit_and_has_every_probe(tmp_path, capsys):
     assert "$BISECT_NGC_STATE" in repro
 
 
-def test_second_run_report_marks_cached_probes(tmp_path, capsys):
+def test_second_run_report_marks_cached_probes(tmp_path, run_cli):
     make_repo(tmp_path / "r", 64, 40)
-    bisect(tmp_path, capsys, tmp_path / "r")
-    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    bisect(run_cli, tmp_path, tmp_path / "r")
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
     res = json.loads(out)
     md = check_report(Path(res["report"]), tmp_path, res["cached"])
     rows = table_rows(sections(md)["Probes"])
@@ -131,9 +126,9 @@ def test_second_run_report_marks_cached_probes(tmp_path, capsys):
     assert "from the result cache" in md
 
 
-def test_ambiguous_report_lists_the_candidates(tmp_path, capsys):
+def test_ambiguous_report_lists_the_candidates(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 50, 25, {23, 24, 25})
-    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
     res = json.loads(out)
     assert code == 4
     md = check_report(Path(res["report"]), tmp_path, len(Store(tmp_path / "st").probes(
@@ -145,16 +140,16 @@ def test_ambiguous_report_lists_the_candidates(tmp_path, capsys):
     assert any("build failed" in r[2] for r in cand_rows)
 
 
-def test_invalid_endpoints_report(tmp_path, capsys):
+def test_invalid_endpoints_report(tmp_path, run_cli):
     make_repo(tmp_path / "r", 20, 99)
-    code, out, _ = bisect(tmp_path, capsys, tmp_path / "r")
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
     res = json.loads(out)
     assert code == 3
     md = check_report(Path(res["report"]), tmp_path, 2)
     assert "**Invalid endpoints: both endpoints pass" in md
 
 
-def test_interrupted_and_running_sessions_render(tmp_path, capsys):
+def test_interrupted_and_running_sessions_render(tmp_path, run_cli):
     make_repo(tmp_path / "r", 200, 120)
     counter = tmp_path / "count"
     slow = f'echo x >> {counter}; sleep 0.3; ' + TEST
@@ -174,15 +169,15 @@ def test_interrupted_and_running_sessions_render(tmp_path, capsys):
     path = tmp_path / "st" / "reports" / f"{sid}.md"
     md = check_report(path, tmp_path, len(store.probes(sid)))
     assert "**Interrupted: no answer yet.**" in md
-    store.set_status(sid, "running")
+    store.set_status(sid, SessionStatus.RUNNING)
     code, out, _ = run_cli(["report", "--state", str(tmp_path / "st"), "-o",
-                            str(tmp_path / "elsewhere" / "r.md")], capsys)
+                            str(tmp_path / "elsewhere" / "r.md")])
     assert code == 0 and out.strip() == str(tmp_path / "elsewhere" / "r.md")
     md = check_report(tmp_path / "elsewhere" / "r.md", tmp_path, len(store.probes(sid)))
     assert "**Still running: no answer yet.**" in md
 
 
-def test_github_links_and_where_it_ships(tmp_path, capsys, monkeypatch):
+def test_github_links_and_where_it_ships(tmp_path, run_cli, monkeypatch):
     shas = make_repo(tmp_path / "pytorch", 80, 50, pr_every=1)
     catalog = tmp_path / "catalog.tsv"
     catalog.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\t"
@@ -194,7 +189,7 @@ def test_github_links_and_where_it_ships(tmp_path, capsys, monkeypatch):
     code, out, _ = run_cli(["bisect", "--from", "90.01", "--to", "90.02", "--torch-repo",
                             str(tmp_path / "pytorch"), "--backend", "local", "--build", BUILD,
                             "--test", TEST, "--state", str(tmp_path / "st"), "--cache-dir",
-                            str(tmp_path / "cache"), "--quiet", "--json"], capsys)
+                            str(tmp_path / "cache"), "--quiet", "--json"])
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[50]
     md = check_report(Path(res["report"]), tmp_path, res["probes"])
@@ -203,17 +198,22 @@ def test_github_links_and_where_it_ships(tmp_path, capsys, monkeypatch):
     assert [r[0] for r in ships] == ["90.01", "90.02", "90.03"]
     assert [r[2] for r in ships] == ["no", "yes", "yes"]
     assert "| NGC release | 90.01 | 90.02 |" in md
-    # As if the repository had been cloned from GitHub: links to the commit and the PR.
-    store = Store(tmp_path / "st")
-    params = store.session(res["session"]).params
-    params["origin"] = "https://github.com/pytorch/pytorch.git"
-    store.db.execute("UPDATE sessions SET params=? WHERE id=?",
-                     (json.dumps(params), res["session"]))
-    written = render(store, res["session"], tmp_path / "gh" / "report.md",
-                     cache_dir=tmp_path / "cache")
-    md = check_report(written.markdown, tmp_path, res["probes"])
-    assert (f"[pytorch/pytorch@{shas[50][:12]}](https://github.com/pytorch/pytorch/commit/"
-            f"{shas[50]}) ([#1050](https://github.com/pytorch/pytorch/pull/1050))") in md
+    # A local clone of a GitHub repository, whose origin URL carries a token: the report
+    # links to GitHub from the remote, and the token appears nowhere.
+    subprocess.run(["git", "-C", str(tmp_path / "pytorch"), "remote", "add", "origin",
+                    "https://someone:SECRET-TOKEN@github.com/pytorch/pytorch.git"], check=True)
+    code, out, _ = run_cli(["bisect", "--from", "90.01", "--to", "90.02", "--torch-repo",
+                            str(tmp_path / "pytorch"), "--backend", "local", "--build", BUILD,
+                            "--test", TEST + " # again", "--state", str(tmp_path / "st"),
+                            "--cache-dir", str(tmp_path / "cache"), "--quiet", "--json"])
+    res = json.loads(out)
+    md = check_report(Path(res["report"]), tmp_path, res["probes"])
+    assert (f"by [pytorch/pytorch@{shas[50][:12]}](https://github.com/pytorch/pytorch/commit/"
+            f"{shas[50]}): change 50 (#1050)**") in md
+    assert "[pull request](https://github.com/pytorch/pytorch/pull/1050)" in md
+    assert "(#1050) (" not in md      # the PR number once, not twice
+    for path in [Path(res["report"]), tmp_path / "st" / "state.db"]:
+        assert b"SECRET-TOKEN" not in path.read_bytes()
 
 
 @pytest.mark.parametrize("origin,slug", [

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_ngc.search import (Probe, RepeatPolicy, Result, Status, Verdict, ceil_log,
+from bisect_ngc.search import (Round, RepeatPolicy, Result, Status, Verdict, ceil_log,
                                combine_runs, expected_probes, expected_rounds, next_step,
                                runs_settled)
 
@@ -79,8 +79,8 @@ def test_round_bound_with_parallel_slots(h, jobs):
 
 
 def test_endpoints_come_first_and_both_at_once():
-    assert next_step(50, {}, jobs=1) == Probe((0, 49))
-    assert next_step(50, {0: Verdict.PASS}, jobs=4) == Probe((49,))
+    assert next_step(50, {}, jobs=1) == Round((0, 49))
+    assert next_step(50, {0: Verdict.PASS}, jobs=4) == Round((49,))
 
 
 @pytest.mark.parametrize("old,new,words", [

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.backends import ProbeRequest
-from bisect_ngc.backends.docker import Mount
+from bisect_ngc.backends.base import Mount, ProbeRequest
 from bisect_ngc.backends.slurm import SlurmBackend, SlurmSettings
 from bisect_ngc.cli import main
 from bisect_ngc.history import History, Worktrees
 from bisect_ngc.artifacts import ArtifactStore
+from bisect_ngc.recipes import Recipe
 from bisect_ngc.search import RepeatPolicy, ceil_log
 from bisect_ngc.store import Store
 
-from .repos import BUILD, TEST, make_repo
+from benchmarks.repos import BUILD, TEST, make_repo
 
 
 def _cluster_problem() -> str | None:
@@ -44,11 +44,6 @@ def _cluster_problem() -> str | None:
 PROBLEM = _cluster_problem()
 needs_slurm = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
 
-
-def run_cli(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def slurm_args(repo, tmp, *extra, test=TEST):
@@ -90,11 +85,11 @@ def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
 
 @needs_slurm
 @pytest.mark.parametrize("jobs", [1, 4])
-def test_bisects_on_the_cluster_within_the_round_bound(tmp_path, capsys, jobs):
+def test_bisects_on_the_cluster_within_the_round_bound(tmp_path, run_cli, jobs):
     n = 160
     shas = make_repo(tmp_path / "r", n, 97, set(range(30, 36)))
     code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--jobs",
-                                        str(jobs)), capsys)
+                                        str(jobs)))
     assert code == 0, err
     res = json.loads(out)
     assert (res["first_new"], res["last_old"]) == (shas[97], shas[96])
@@ -149,7 +144,7 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, 
     def submitted_rounds() -> int:
         latest = store.latest()
         return len({v["test_job"] for k, v in store.recall(latest.id).items()
-                    if k.startswith("probe:")}) if latest else 0
+                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
 
     while submitted_rounds() < 2:   # killed once the second round is submitted
         assert time.monotonic() < end and proc.poll() is None
@@ -167,21 +162,20 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, 
 
 
 @needs_slurm
-def test_unknown_partition_is_a_clear_error(tmp_path, capsys):
+def test_unknown_partition_is_a_clear_error(tmp_path, run_cli):
     make_repo(tmp_path / "r", 6, 3)
     args = slurm_args(tmp_path / "r", tmp_path)
     args[args.index("cpu")] = "nope"
-    code, out, err = run_cli(args, capsys)
+    code, out, err = run_cli(args)
     assert code == 2 and out == ""
     assert "unknown Slurm partition 'nope' (--partition)" in err
     assert "hint: partitions here:" in err and "gpu" in err
 
 
 @needs_slurm
-def test_dry_run_submits_nothing(tmp_path, capsys):
+def test_dry_run_submits_nothing(tmp_path, run_cli):
     make_repo(tmp_path / "r", 30, 11)
-    code, out, _ = run_cli(slurm_args(tmp_path / "r", tmp_path, "--dry-run", "--jobs", "2"),
-                           capsys)
+    code, out, _ = run_cli(slurm_args(tmp_path / "r", tmp_path, "--dry-run", "--jobs", "2"))
     assert code == 0
     assert "# ---- build.sh ----" in out and "#SBATCH --array=0-1" in out
     assert "#SBATCH --partition=gpu" in out and "#SBATCH --gpus=1" in out
@@ -196,13 +190,13 @@ def test_dry_run_submits_nothing(tmp_path, capsys):
 
 
 @needs_slurm
-def test_slurm_submit_runs_the_controller_as_a_job(tmp_path, capsys):
+def test_slurm_submit_runs_the_controller_as_a_job(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 24, 9)
     args = slurm_args(tmp_path / "r", tmp_path)
     args[0:1] = ["slurm", "submit"]
     args.remove("--quiet")
     args += ["--controller-partition", "cpu", "--controller-time", "30:00"]
-    code, out, _ = run_cli(args, capsys)
+    code, out, _ = run_cli(args)
     assert code == 0
     job = re.search(r"submitted controller job (\d+)", out).group(1)
     report = Path(re.search(r"report: (\S+)", out).group(1))
@@ -233,11 +227,12 @@ def backend(tmp_path):
                                  shared_dir=tmp_path / "shared", partition="cpu",
                                  gpu_partition="gpu", account="proj'; rm -rf /",
                                  sbatch_args=["--constraint=h100"], **kw)
-        return SlurmBackend(Worktrees(history, tmp_path / "wt"), build="make -j8",
-                            test="python -m repro --seed '$(reboot)'", settings=settings,
+        recipe = Recipe(build="make -j8", test="python -m repro --seed '$(reboot)'",
+                        image=settings.image, timeout=600,
+                        mounts=[Mount(Path("/opt/x"), "/opt/bisect-ngc/repro")])
+        return SlurmBackend(Worktrees(history, tmp_path / "wt"), recipe, settings=settings,
                             store=Store(tmp_path / "st"),
-                            artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"),
-                            timeout=600, mounts=[Mount(Path("/opt/x"), "/opt/bisect-ngc/repro")])
+                            artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"))
     return make
 
 

@@ -14,7 +14,6 @@ import os
 import resource
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,39 +24,16 @@ from docker.types import DeviceRequest, Ulimit
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..history import Worktrees
-from ..search import Verdict
+from ..recipes import Recipe
 from ..store import digest
-from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
-               last_json_line, run_tests, verdict_from_exit)
-from .local import probe_env
+from ..verdicts import BuildFact, RunFact
+from .base import (BackendLost, BackendSetup, Cancelled, Mount, PhaseCallback, ProbeFailed,
+                   ProbeOutcome, ProbeRequest, ThreadedRounds, last_json_line, probe_env,
+                   run_tests)
 
 LABEL = "bisect-ngc"
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
-
-
-@dataclass(frozen=True)
-class Mount:
-    host: Path
-    container: str
-    read_only: bool = True
-
-
-@dataclass
-class DockerRecipe:
-    """What runs where: the generic recipe; the PyTorch preset fills it in."""
-
-    image: str                              # the base image (tests run in it)
-    build: str | None
-    test: str
-    build_image: str | None = None          # defaults to the base image
-    build_dockerfile: str | None = None     # how to make build_image (legacy builder)
-    env: dict[str, str] = field(default_factory=dict)
-    mounts: list[Mount] = field(default_factory=list)
-    build_settings: dict[str, Any] = field(default_factory=dict)
-    build_tree: bool = False                # mount a persistent build/ per slot
-    expect_torch_commit: bool = False       # the test's JSON must report the probed commit
-    gpus: str = "auto"                      # auto | all | none
 
 
 def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], None]):
@@ -106,16 +82,14 @@ def _short(exc: BaseException) -> str:
 class DockerBackend(ThreadedRounds):
     name = "docker"
 
-    def __init__(self, worktrees: Worktrees, recipe: DockerRecipe, *, artifacts: ArtifactStore,
-                 cache_dir: Path, state_dir: Path, timeout: float | None = None,
-                 build_timeout: float | None = None, say: Callable[[str], None] | None = None,
+    def __init__(self, worktrees: Worktrees, recipe: Recipe, *, artifacts: ArtifactStore,
+                 cache_dir: Path, state_dir: Path, say: Callable[[str], None] | None = None,
                  client: docker.DockerClient | None = None):
+        super().__init__()
         self.worktrees = worktrees
         self.recipe_ = recipe
         self.artifacts = artifacts
         self.cache_dir = cache_dir
-        self.timeout = timeout
-        self.build_timeout = build_timeout
         self.say = say or (lambda text: None)
         self.client = client
         self.state_label = digest(str(state_dir))[:12]
@@ -126,26 +100,20 @@ class DockerBackend(ThreadedRounds):
         self.cancelled = threading.Event()
         self._containers: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._checkout_lock = threading.Lock()
+
+    @classmethod
+    def create(cls, setup: BackendSetup) -> "DockerBackend":
+        return cls(Worktrees(setup.history, setup.options["worktrees"]), setup.recipe,
+                   artifacts=ArtifactStore(setup.artifacts), cache_dir=setup.cache_dir,
+                   state_dir=setup.state, say=setup.say)
 
     # --- the interface -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        r = self.recipe_
-        return {"backend": self.name, "image": r.image, "image_digest": self.image_digest,
-                "build_image": r.build_image or r.image, "build": r.build, "test": r.test,
-                "build_settings": r.build_settings, "gpus": r.gpus, "timeout": self.timeout}
+        return {"backend": self.name, "image_digest": self.image_digest,
+                "gpus": self.use_gpus}
 
     def environment(self) -> str:
         return f"docker:{self.image_digest or self.recipe_.image}:gpus={self.use_gpus}"
-
-    def recipe(self) -> dict[str, Any]:
-        r = self.recipe_
-        return {"build": r.build, "build_image": r.build_image, "settings": r.build_settings,
-                "env": r.env}
-
-    def test_recipe(self) -> dict[str, Any]:
-        return {"test": self.recipe_.test, "timeout": self.timeout,
-                "expect_torch_commit": self.recipe_.expect_torch_commit}
 
     def prepare(self) -> None:
         self.client = self.client or connect()
@@ -220,50 +188,50 @@ class DockerBackend(ThreadedRounds):
         self.session = req.session
         wt = self._checkout(req, on_phase, clean=True)
         r = self.recipe_
-        key = ArtifactStore.key(req.commit, self.image_digest, digest(self.recipe()),
-                                r.build_settings)
+        key = ArtifactStore.key(req.commit, r.image or "", r.build_key())
         logs: dict[str, Path] = {}
         art = self.artifacts.get(key)
-        build_s: float | None = None
+        if art is not None and art.meta.get("image_digest") not in (None, self.image_digest):
+            art = None     # the same image name now points at other contents: rebuild
+        build = None
         details: dict[str, Any] = {"artifact": key, "build_reused": art is not None}
         if art is None:
             on_phase(req, "build")
-            staging = self.artifacts.staging(key)
             logs["build"] = req.log_dir / "build.log"
-            code, build_s, timed_out = self._container(
-                req, "build", r.build_image or r.image, r.build or "true", wt, staging,
-                logs["build"], self.build_timeout, artifacts_rw=True)
-            if timed_out or code != 0:
-                reason = (f"build timed out after {self.build_timeout:g}s" if timed_out
-                          else f"build failed (exit {code})")
-                return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, build_s=build_s,
-                                    logs=logs, details=details)
-            art = self.artifacts.commit(key, staging, {"commit": req.commit,
-                                                        "image": r.image,
-                                                        "image_digest": self.image_digest,
-                                                        "build_s": build_s,
-                                                        "settings": r.build_settings})
+            with self.artifacts.staging(key) as staging:
+                code, secs, timed_out = self._container(
+                    req, "build", r.build_image or r.image, r.build or "true", wt, staging,
+                    logs["build"], r.build_timeout, artifacts_rw=True)
+                build = BuildFact(code, secs, timed_out, r.build_timeout)
+                if code == 0 and not timed_out:
+                    art = self.artifacts.publish(key, staging, {
+                        "commit": req.commit, "image": r.image,
+                        "image_digest": self.image_digest, "build_s": secs,
+                        "settings": r.build_settings, "backend": self.name})
 
-        def once(i: int) -> TestRun:
+        def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
             code, secs, timed_out = self._container(req, "test", r.image, r.test, wt, art.path,
-                                                    log, self.timeout, artifacts_rw=False)
-            verdict, reason = verdict_from_exit(code)
-            if timed_out:
-                verdict, reason = Verdict.SKIP, f"test timed out after {self.timeout:g}s"
-            found = last_json_line(log.read_text(errors="replace"))
-            if r.expect_torch_commit and verdict is not Verdict.SKIP:
-                seen = found.get("torch_git_version")
-                if seen != req.commit:
-                    verdict = Verdict.SKIP
-                    reason = (f"the container reports torch git version {seen or 'none'}, "
-                              f"not the probed commit {req.commit[:12]}")
-            return TestRun(verdict, reason, code, secs, found)
+                                                    log, r.timeout, artifacts_rw=False)
+            return RunFact(code, secs, timed_out, r.timeout,
+                           last_json_line(log.read_text(errors="replace")))
 
-        outcome = run_tests(req, on_phase, once)
-        outcome.build_s, outcome.logs = build_s, logs
+        outcome = run_tests(req, on_phase, once, build)
+        outcome.logs = logs
         outcome.details = dict(outcome.details, **details)
         return outcome
+
+    def _mounts(self, req: ProbeRequest, wt: Path, artifacts: Path, artifacts_rw: bool
+                ) -> list[Mount]:
+        """The worktree, and git's directories so that git works inside: the repository's
+        common directory read-only, this worktree's own part of it read-write."""
+        common = self.worktrees.history.common_dir
+        admin = self.worktrees.admin_dir(wt)
+        mounts = [Mount(wt, str(wt), read_only=False), Mount(common, str(common))]
+        if admin is not None:
+            mounts.append(Mount(admin, str(admin), read_only=False))
+        mounts.append(Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw))
+        return mounts + list(self.recipe_.mounts)
 
     def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,
                    artifacts: Path, log: Path, timeout: float | None, *,
@@ -271,13 +239,9 @@ class DockerBackend(ThreadedRounds):
         if self.cancelled.is_set():
             raise Cancelled()
         r = self.recipe_
-        git_dir = Path(self.worktrees.history.repo.git.rev_parse("--git-common-dir"))
-        git_dir = git_dir if git_dir.is_absolute() else (wt / git_dir).resolve()
         ccache = self.cache_dir / "ccache"
         ccache.mkdir(parents=True, exist_ok=True)
-        mounts = [Mount(wt, str(wt), read_only=False), Mount(git_dir, str(git_dir)),
-                  Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw),
-                  *r.mounts]
+        mounts = self._mounts(req, wt, artifacts, artifacts_rw)
         env = dict(r.env, **probe_env(req, wt))
         kwargs: dict[str, Any] = {}
         if role == "build":
@@ -298,24 +262,26 @@ class DockerBackend(ThreadedRounds):
                   f"{LABEL}.role": role, f"{LABEL}.commit": req.commit}
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        container = self.client.containers.create(
-            image, ["/bin/sh", "-c", command], working_dir=str(wt), environment=env,
-            labels=labels, volumes={str(m.host): {"bind": m.container,
-                                                  "mode": "ro" if m.read_only else "rw"}
-                                    for m in mounts}, **kwargs)
-        with self._lock:
-            self._containers[container.id] = container
+        # A list, not a dict keyed by host path: one host path may be mounted twice.
+        volumes = [f"{m.host}:{m.container}:{'ro' if m.read_only else 'rw'}" for m in mounts]
+        container = None
         timed_out = threading.Event()
-
-        def expire() -> None:
-            timed_out.set()
-            try:
-                container.kill()
-            except (NotFound, APIError):
-                pass
-
-        timer = threading.Timer(timeout, expire) if timeout else None
+        timer = None
         try:
+            container = self.client.containers.create(
+                image, ["/bin/sh", "-c", command], working_dir=str(wt), environment=env,
+                labels=labels, volumes=volumes, **kwargs)
+            with self._lock:
+                self._containers[container.id] = container
+
+            def expire() -> None:
+                timed_out.set()
+                try:
+                    container.kill()
+                except (NotFound, APIError):
+                    pass
+
+            timer = threading.Timer(timeout, expire) if timeout else None
             container.start()
             if timer:
                 timer.start()
@@ -324,23 +290,33 @@ class DockerBackend(ThreadedRounds):
                 for chunk in container.logs(stream=True, follow=True):
                     out.write(chunk)
             code = container.wait().get("StatusCode")
-        except (NotFound, APIError) as exc:
+        except (DockerException, OSError) as exc:
             if self.cancelled.is_set():
                 raise Cancelled() from None
-            raise UserError(f"docker failed to run the {role} container: {_short(exc)}",
-                            hint=f"see {log}") from None
+            self._check_engine()
+            raise ProbeFailed(f"docker could not run the {role} container: {_short(exc)}") \
+                from None
         finally:
             if timer:
                 timer.cancel()
-            with self._lock:
-                self._containers.pop(container.id, None)
-            try:
-                container.remove(force=True)
-            except (NotFound, APIError):
-                pass
+            if container is not None:
+                with self._lock:
+                    self._containers.pop(container.id, None)
+                try:
+                    container.remove(force=True)
+                except (NotFound, APIError):
+                    pass
         if self.cancelled.is_set():
             raise Cancelled()
         return code, time.monotonic() - start, timed_out.is_set()
+
+    def _check_engine(self) -> None:
+        try:
+            self.client.ping()
+        except (DockerException, OSError) as exc:
+            raise BackendLost(f"lost the Docker engine: {_short(exc)}",
+                              hint="start dockerd again and run the same command to "
+                                   "resume") from None
 
 
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:

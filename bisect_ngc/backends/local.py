@@ -1,6 +1,13 @@
-"""Build and test on this host, in the style of `git bisect run`."""
+"""Build and test on this host, in the style of `git bisect run`.
+
+Commands run in process groups of their own, so that all of them can be stopped. Each
+group is recorded under STATE/running while it runs: a controller killed outright (SIGKILL,
+a lost terminal) leaves its tests running, and the next run in that state directory kills
+those leftovers before it starts probing again.
+"""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,15 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from ..history import Worktrees
-from ..search import Verdict
-from . import (Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest, TestRun, ThreadedRounds,
-               last_json_line, run_tests, verdict_from_exit)
+from ..verdicts import BuildFact, RunFact
+from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
+                   ThreadedRounds, last_json_line, probe_env, run_tests)
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of pid (tells a reused pid apart), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
 
 
 class ProcessRunner:
-    """Runs commands in their own process groups so that all of them can be stopped."""
+    """Runs commands in their own process groups, recorded in `ledger` while they run."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Path) -> None:
+        self.ledger = ledger
         self._procs: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
@@ -30,12 +47,16 @@ class ProcessRunner:
         if self.cancelled.is_set():
             raise Cancelled()
         log.parent.mkdir(parents=True, exist_ok=True)
+        self.ledger.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        with open(log, "ab") as out:
+        with open(log, "wb") as out:
             out.write(f"$ {' '.join(argv)}\n".encode())
             out.flush()
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+            entry = self.ledger / f"{proc.pid}.json"
+            entry.write_text(json.dumps({"pgid": proc.pid, "start": _start_time(proc.pid),
+                                         "controller": os.getpid()}))
             with self._lock:
                 self._procs.add(proc)
             timed_out = False
@@ -43,11 +64,13 @@ class ProcessRunner:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc, signal.SIGKILL)
+                _kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
             finally:
+                _kill_group(proc.pid, signal.SIGKILL)    # whatever the command left behind
                 with self._lock:
                     self._procs.discard(proc)
+                entry.unlink(missing_ok=True)
         if self.cancelled.is_set():
             raise Cancelled()
         return proc.returncode, time.monotonic() - start, timed_out
@@ -57,18 +80,36 @@ class ProcessRunner:
         with self._lock:
             procs = list(self._procs)
         for proc in procs:
-            _kill_group(proc, signal.SIGTERM)
+            _kill_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in procs:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _kill_group(proc, signal.SIGKILL)
+                _kill_group(proc.pid, signal.SIGKILL)
+
+    def reap_leftovers(self) -> int:
+        """Kill the process groups an earlier, killed controller left running."""
+        killed = 0
+        for entry in sorted(self.ledger.glob("*.json")) if self.ledger.is_dir() else []:
+            try:
+                rec = json.loads(entry.read_text())
+            except (OSError, ValueError):
+                entry.unlink(missing_ok=True)
+                continue
+            alive = _start_time(rec["controller"]) is not None and rec["controller"] != os.getpid()
+            if alive:
+                continue     # another controller's (it holds the state lock, so not ours)
+            if rec.get("start") and _start_time(rec["pgid"]) == rec["start"]:
+                _kill_group(rec["pgid"], signal.SIGKILL)
+                killed += 1
+            entry.unlink(missing_ok=True)
+        return killed
 
 
-def _kill_group(proc: subprocess.Popen, sig: int) -> None:
+def _kill_group(pgid: int, sig: int) -> None:
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -76,72 +117,58 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
 class LocalBackend(ThreadedRounds):
     name = "local"
 
-    def __init__(self, worktrees: Worktrees, *, build: str | None, test: str,
-                 timeout: float | None = None, build_timeout: float | None = None,
-                 clean: bool = True):
+    def __init__(self, worktrees: Worktrees, recipe, *, state: Path,
+                 say=lambda text: None):
+        super().__init__()
         self.worktrees = worktrees
-        self.build_cmd = build
-        self.test_cmd = test
-        self.timeout = timeout
-        self.build_timeout = build_timeout
-        self.clean = clean
-        self.runner = ProcessRunner()
-        self._checkout_lock = threading.Lock()
+        self.recipe = recipe
+        self.say = say
+        self.runner = ProcessRunner(state / "running")
+
+    @classmethod
+    def create(cls, setup: BackendSetup) -> "LocalBackend":
+        return cls(Worktrees(setup.history, setup.options["worktrees"]), setup.recipe,
+                   state=setup.state, say=setup.say)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "build": self.build_cmd, "test": self.test_cmd,
-                "timeout": self.timeout, "host": socket.gethostname()}
+        return {"backend": self.name, "host": socket.gethostname()}
 
     def environment(self) -> str:
         return f"local:{socket.gethostname()}"
 
-    def recipe(self) -> dict[str, Any]:
-        return {"build": self.build_cmd, "clean": self.clean}
-
-    def test_recipe(self) -> dict[str, Any]:
-        return {"test": self.test_cmd, "timeout": self.timeout}
-
     def prepare(self) -> None:
-        pass
+        killed = self.runner.reap_leftovers()
+        if killed:
+            self.say(f"killed {killed} test or build process group(s) left running by an "
+                     "interrupted run")
 
     def cancel(self) -> None:
         self.runner.cancel()
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
-        wt = self._checkout(req, on_phase, clean=self.clean)
+        r = self.recipe
+        wt = self._checkout(req, on_phase, clean=r.clean)
         req.artifacts.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **probe_env(req, wt))
+        env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
-        build_s = None
-        if self.build_cmd:
+        build = None
+        if r.build:
             on_phase(req, "build")
             logs["build"] = req.log_dir / "build.log"
-            code, build_s, timed_out = self.runner.run(
-                ["/bin/sh", "-c", self.build_cmd], cwd=wt, env=env, log=logs["build"],
-                timeout=self.build_timeout)
-            if timed_out or code != 0:
-                reason = (f"build timed out after {self.build_timeout:g}s" if timed_out
-                          else f"build failed (exit {code})")
-                return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, build_s=build_s,
-                                    logs=logs)
+            code, secs, timed_out = self.runner.run(
+                ["/bin/sh", "-c", r.build], cwd=wt, env=env, log=logs["build"],
+                timeout=r.build_timeout)
+            build = BuildFact(code, secs, timed_out, r.build_timeout)
 
-        def once(i: int) -> TestRun:
+        def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
-            code, secs, timed_out = self.runner.run(["/bin/sh", "-c", self.test_cmd], cwd=wt,
-                                                    env=env, log=log, timeout=self.timeout)
-            verdict, reason = verdict_from_exit(code)
-            if timed_out:
-                verdict, reason = Verdict.SKIP, f"test timed out after {self.timeout:g}s"
-            return TestRun(verdict, reason, code, secs, last_json_line(_tail(log)))
+            code, secs, timed_out = self.runner.run(["/bin/sh", "-c", r.test], cwd=wt,
+                                                    env=env, log=log, timeout=r.timeout)
+            return RunFact(code, secs, timed_out, r.timeout, last_json_line(_tail(log)))
 
-        outcome = run_tests(req, on_phase, once)
-        outcome.build_s, outcome.logs = build_s, logs
+        outcome = run_tests(req, on_phase, once, build)
+        outcome.logs = logs
         return outcome
-
-
-def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
-    return {"BISECT_COMMIT": req.commit, "BISECT_WORKTREE": str(worktree),
-            "BISECT_ARTIFACTS": str(req.artifacts)}
 
 
 def _tail(path: Path, size: int = 65536) -> str:

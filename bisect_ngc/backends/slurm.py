@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -23,10 +24,12 @@ import jinja2
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..history import CheckoutError, Worktrees
-from ..search import RepeatPolicy, Verdict, combine_runs
+from ..recipes import REPRO_IN_CONTAINER, Recipe
+from ..search import RepeatPolicy, Verdict
 from ..store import Store, digest
-from . import PhaseCallback, ProbeOutcome, ProbeRequest, verdict_from_exit
-from .docker import Mount
+from ..verdicts import BuildFact, RunFact, judge_probe
+from .base import (BackendSetup, Mount, PhaseCallback, ProbeOutcome, ProbeRequest,
+                   last_json_line)
 
 RUNTIMES = ("none", "pyxis", "enroot", "apptainer")
 RETRYABLE = {"PREEMPTED", "NODE_FAIL", "REQUEUED", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
@@ -35,7 +38,7 @@ ENDED = RETRYABLE | {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
 _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates"),
                           undefined=jinja2.StrictUndefined, trim_blocks=True,
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-_env.filters["q"] = lambda v: __import__("shlex").quote(str(v))
+_env.filters["q"] = lambda v: shlex.quote(str(v))
 _env.filters["mount"] = lambda m: f"{m.host}:{m.container}" + (":ro" if m.read_only else "")
 
 
@@ -83,42 +86,44 @@ class Scheduler:
 class SlurmBackend:
     name = "slurm"
 
-    def __init__(self, worktrees: Worktrees, *, build: str | None, test: str,
-                 settings: SlurmSettings, store: Store, artifacts: ArtifactStore,
-                 timeout: float | None = None, build_timeout: float | None = None,
-                 env: dict[str, str] | None = None, mounts: list[Mount] | None = None,
+    def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
+                 store: Store, artifacts: ArtifactStore,
                  say: Callable[[str], None] | None = None):
         self.worktrees = worktrees
-        self.build_cmd = build or "true"
-        self.test_cmd = test
+        self.recipe = recipe
+        self.build_cmd = recipe.build or "true"
+        self.test_cmd = recipe.test
         self.s = settings
         self.store = store
         self.artifacts = artifacts
-        self.timeout = timeout
-        self.build_timeout = build_timeout
-        self.env = env or {}
-        self.mounts = mounts or []
+        self.timeout = recipe.timeout
+        self.build_timeout = recipe.build_timeout
+        self.env = dict(recipe.env)
+        self.mounts = list(recipe.mounts) if settings.runtime != "none" else []
+        if settings.runtime == "none":   # no container to mount the repro into
+            self.env.update({"BISECT_REPRO_PARENT": str(m.host.parent) for m in recipe.mounts
+                             if m.container == f"{REPRO_IN_CONTAINER}/repro"})
         self.say = say or (lambda text: None)
         self.sched = Scheduler()
         self.session = ""
         self.cancelling = False
 
+    @classmethod
+    def create(cls, setup: BackendSetup) -> "SlurmBackend":
+        cfg = dict(setup.options)
+        worktrees = cfg.pop("worktrees")
+        settings = SlurmSettings(image=setup.recipe.image, **cfg)
+        return cls(Worktrees(setup.history, worktrees), setup.recipe, settings=settings,
+                   store=setup.store, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
+
     # --- the interface -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "build": self.build_cmd, "test": self.test_cmd,
-                "runtime": self.s.runtime, "image": self.s.image,
+        return {"backend": self.name, "runtime": self.s.runtime,
                 "partition": self.s.partition, "gpu_partition": self.s.gpu_partition,
-                "gpus_per_probe": self.s.gpus_per_probe, "timeout": self.timeout}
+                "gpus_per_probe": self.s.gpus_per_probe, "shared_dir": str(self.s.shared_dir)}
 
     def environment(self) -> str:
         return f"slurm:{self.s.runtime}:{self.s.image or '-'}"
-
-    def recipe(self) -> dict[str, Any]:
-        return {"build": self.build_cmd, "runtime": self.s.runtime, "image": self.s.image,
-                "env": self.env}
-
-    def test_recipe(self) -> dict[str, Any]:
-        return {"test": self.test_cmd, "timeout": self.timeout}
 
     def prepare(self) -> None:
         if self.s.runtime not in RUNTIMES:
@@ -137,6 +142,10 @@ class SlurmBackend:
 
     def cancel(self) -> None:
         self.cancelling = True
+        for commit, rec in self._probes().items():   # our own scancel: never a used attempt
+            if not rec.get("ended"):
+                self.store.remember(self.session, f"probe:{commit}",
+                                    dict(rec, cancelled_by_us=True))
         jobs = self._session_jobs()
         if jobs:
             try:
@@ -187,12 +196,12 @@ class SlurmBackend:
         return build, test
 
     def _mounts(self, tasks: list[dict[str, Any]]) -> list[Mount]:
-        git_dir = Path(self.worktrees.history.repo.git.rev_parse("--git-common-dir"))
-        if not git_dir.is_absolute():
-            git_dir = (Path(self.worktrees.history.repo.working_dir or ".") / git_dir).resolve()
+        common = self.worktrees.history.common_dir
+        admins = [Mount(a, str(a), read_only=False) for a in
+                  (self.worktrees.admin_dir(Path(t["worktree"])) for t in tasks) if a]
         return [Mount(self.s.shared_dir, str(self.s.shared_dir), read_only=False),
                 Mount(self.worktrees.root, str(self.worktrees.root), read_only=False),
-                Mount(git_dir, str(git_dir)), *self.mounts]
+                Mount(common, str(common)), *admins, *self.mounts]
 
     # --- one round --------------------------------------------------------------------
     def prepare_tasks(self, requests: Sequence[ProbeRequest]
@@ -204,9 +213,10 @@ class SlurmBackend:
                 # One worktree per commit: jobs of an interrupted round may still use theirs.
                 wt = self.worktrees.checkout(req.commit[:12], req.commit, clean=True)
             except CheckoutError as exc:
-                early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc))
+                early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
-            key = ArtifactStore.key(req.commit, self.environment(), digest(self.recipe()), {})
+            key = ArtifactStore.key(req.commit, self.recipe.image or "",
+                                    self.recipe.build_key())
             tasks.append({"commit": req.commit, "worktree": str(wt), "index": len(tasks),
                           "final": str(self.artifacts.path(key)),
                           "staging": str(self.artifacts.root / ".staging" / key)})
@@ -222,6 +232,7 @@ class SlurmBackend:
             self.say(f"re-attaching to {len(known.keys() & by_commit.keys())} probe job(s) "
                      "submitted by an earlier run")
         try:
+            self._finish_submissions(known)
             if fresh:
                 for commit, outcome in self._submit(fresh).items():
                     yield by_commit[commit], outcome
@@ -243,15 +254,39 @@ class SlurmBackend:
         build, test = self.render(key, tasks, requests[0].runs, requests[0].policy)
         (rdir / "build.sh").write_text(build)
         (rdir / "test.sh").write_text(test)
+        # Each job id is stored the moment sbatch returns it: a controller killed between
+        # the two calls must not submit the build array again.
         build_job = self._sbatch(rdir / "build.sh", [])
-        test_job = self._sbatch(rdir / "test.sh", [f"--dependency=afterok:{build_job}"])
-        for t in tasks:
-            self.store.remember(self.session, f"probe:{t['commit']}", {
-                "round": key, "task": t["index"], "build_job": build_job,
-                "test_job": test_job, "attempt": attempt, "submitted": time.time()})
+        recs = {t["commit"]: {"round": key, "task": t["index"], "build_job": build_job,
+                              "test_job": None, "attempt": attempt,
+                              "submitted": time.time()} for t in tasks}
+        for commit, rec in recs.items():
+            self.store.remember(self.session, f"probe:{commit}", rec)
+        test_job = self._submit_tests(key, build_job)
+        for commit, rec in recs.items():
+            self.store.remember(self.session, f"probe:{commit}", dict(rec, test_job=test_job))
         self.say(f"submitted {len(tasks)} probe(s): build array {build_job}, test array "
                  f"{test_job}")
         return early
+
+    def _submit_tests(self, key: str, build_job: str) -> str:
+        return self._sbatch(self.round_dir(key) / "test.sh", [f"--dependency=afterok:{build_job}"])
+
+    def _finish_submissions(self, known: dict[str, dict[str, Any]]) -> None:
+        """Submit the test array of a round whose controller died right after its build
+        array was submitted."""
+        rounds = {rec["round"]: rec["build_job"] for rec in known.values()
+                  if rec.get("build_job") and not rec.get("test_job")}
+        for key, build_job in rounds.items():
+            try:
+                test_job = self._submit_tests(key, build_job)
+            except UserError:   # the build job is long gone: its outcome files decide
+                test_job = self._sbatch(self.round_dir(key) / "test.sh", [])
+            for commit, rec in known.items():
+                if rec["round"] == key:
+                    rec["test_job"] = test_job
+                    self.store.remember(self.session, f"probe:{commit}", rec)
+            self.say(f"submitted the test array {test_job} that an interrupted run had not")
 
     def _sbatch(self, script: Path, extra: list[str]) -> str:
         out = self.sched.run(["sbatch", "--parsable", *extra, str(script)], what="sbatch")
@@ -309,33 +344,28 @@ class SlurmBackend:
         rdir, n = self.round_dir(rec["round"]), rec["task"]
         logs = {"build": rdir / f"build-{n}.log"} if (rdir / f"build-{n}.log").exists() else {}
         details = {"slurm_test_job": f"{rec['test_job']}_{n}", "attempt": rec.get("attempt", 0)}
-        if data.get("build_failed"):
-            build = data.get("build") or {}
-            code = build.get("exit_code")
-            reason = "build timed out" if code == 124 and self.build_timeout else \
-                f"build failed (exit {code})"
-            return ProbeOutcome(Verdict.SKIP, reason, exit_code=code, logs=logs,
-                                build_s=(build.get("build_ms") or 0) / 1000, details=details)
-        build = json.loads((rdir / f"build-{n}.json").read_text()) \
-            if (rdir / f"build-{n}.json").exists() else {}
-        verdicts, reasons = [], []
-        for run, code in enumerate(data["codes"], 1):
-            logs[f"test-{run}"] = rdir / f"test-{n}-{run}.log"
-            verdict, reason = verdict_from_exit(code)
-            if data.get("timeout_code") is not None and code == data["timeout_code"]:
-                verdict, reason = Verdict.SKIP, "timeout"
-            verdicts.append(verdict)
-            reasons.append(reason)
-        verdict = combine_runs(verdicts, policy)
-        reason = "" if verdict is not Verdict.SKIP else next(
-            (r for v, r in zip(verdicts, reasons) if v is Verdict.SKIP and r),
-            "repeated runs split evenly between pass and fail")
-        built = build.get("build_ms")
-        return ProbeOutcome(verdict, reason, exit_code=data["codes"][-1] if data["codes"] else None,
-                            build_s=built / 1000 if built else None,
-                            test_s=sum(data.get("ms", [])) / 1000, runs=verdicts, logs=logs,
-                            details=dict(details, node=data.get("node"),
-                                         build_reused=not built))
+        built = (data.get("build") if data.get("build_failed") else None) or (
+            json.loads((rdir / f"build-{n}.json").read_text())
+            if (rdir / f"build-{n}.json").exists() else {})
+        build = None
+        if built.get("build_ms") or data.get("build_failed"):
+            code = built.get("exit_code")
+            build = BuildFact(code, (built.get("build_ms") or 0) / 1000,
+                              timed_out=bool(self.build_timeout) and code == 124,
+                              limit=self.build_timeout)
+        facts = []
+        for run, (code, ms) in enumerate(zip(data.get("codes", []), data.get("ms", [])), 1):
+            logs[f"test-{run}"] = log = rdir / f"test-{n}-{run}.log"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
+            facts.append(RunFact(code, ms / 1000, timed_out, self.timeout,
+                                 last_json_line(text)))
+        outcome = judge_probe(build, facts, policy,
+                              commit if self.recipe.expect_torch_commit else None)
+        outcome.logs = logs
+        outcome.details = dict(outcome.details, **details, node=data.get("node"),
+                               build_reused=not built.get("build_ms"))
+        return outcome
 
     def _states(self, jobs: set[str]) -> dict[str, str]:
         """One squeue call for every job of the session still known to the scheduler."""
@@ -381,18 +411,35 @@ class SlurmBackend:
                     req: ProbeRequest) -> ProbeOutcome | None:
         if self.cancelling:
             return None
+        if state == "CANCELLED" and rec.get("cancelled_by_us"):
+            self.say(f"probe {commit[:12]} was cancelled by an interrupted run; resubmitting")
+            return self._submit([req], attempt=rec.get("attempt", 0)).get(commit)
         if state in RETRYABLE or state == "UNKNOWN":
             attempt = rec.get("attempt", 0) + 1
             if attempt > self.s.max_retries:
-                return ProbeOutcome(Verdict.SKIP, f"{state.lower()} after {attempt} attempt(s)")
+                return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} after {attempt} "
+                                    "attempt(s)", cacheable=False)
             self.say(f"probe {commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
-            early = self._submit([req], attempt=attempt)
-            return early.get(commit)
+            return self._submit([req], attempt=attempt).get(commit)
         if state == "TIMEOUT":
-            return ProbeOutcome(Verdict.SKIP, "timeout")
+            return ProbeOutcome(Verdict.SKIP, "job hit the Slurm time limit (--time)",
+                                cacheable=False)
         if state == "OUT_OF_MEMORY":
-            return ProbeOutcome(Verdict.SKIP, "out of memory")
-        return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} without a result")
+            return ProbeOutcome(Verdict.SKIP, "job ran out of memory", cacheable=False)
+        return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} without a result",
+                            cacheable=False)
+
+    def submit_controller(self, sid: str, argv: list[str], *, partition: str | None,
+                          time_limit: str) -> tuple[str, Path]:
+        """Submit `argv` (a whole bisection) as a small CPU batch job; returns (job id,
+        its output file)."""
+        script = self.s.shared_dir / "controller" / f"{sid}.sh"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(render_controller(
+            name=f"bisect-ngc-controller-{sid}", partition=partition or self.s.partition,
+            account=self.s.account, qos=self.s.qos, time=time_limit, extra=self.s.sbatch_args,
+            out=str(script.with_suffix(".out")), cwd=os.getcwd(), argv=shlex.join(argv)))
+        return self._sbatch(script, []), script.with_suffix(".out")
 
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         """The batch scripts the next round would submit (nothing is checked out)."""

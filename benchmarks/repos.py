@@ -18,7 +18,7 @@ def make_repo(path: Path, n: int, transition: int, unbuildable: set[int] = froze
     """A history of n first-parent commits; commit i >= transition has the new behaviour.
 
     Returns the first-parent shas, oldest first. Commits in `unbuildable` carry a
-    file `broken` that makes tests.repos.BUILD fail. With side_branch_every=k, every
+    file `broken` that makes BUILD fail. With side_branch_every=k, every
     k-th commit is a merge of a one-commit side branch.
     """
     path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,192 @@
+"""The one interface every executor implements, and what executors share.
+
+The engine hands a backend one round of probes (one per slot) and receives each outcome
+as soon as it is known. A backend knows how to build and test a commit somewhere (this
+host, a container, a cluster); it knows nothing of the search. Backends report facts
+(exit codes, timeouts, the test's JSON line); `verdicts.judge_probe` turns those into a
+verdict and a reason, worded the same for every backend.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
+
+from ..errors import UserError
+from ..history import CheckoutError
+from ..search import RepeatPolicy, Verdict, runs_settled
+from ..verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_probe,
+                        judge_run)
+
+if TYPE_CHECKING:
+    from ..history import History
+    from ..recipes import Recipe
+    from ..store import Store
+
+PhaseCallback = Callable[["ProbeRequest", str], None]
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    container: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    session: str
+    commit: str
+    index: int
+    slot: int
+    runs: int                 # test executions wanted (--repeat)
+    policy: RepeatPolicy
+    log_dir: Path             # absolute; the backend writes build.log / test-N.log here
+    artifacts: Path           # absolute; BISECT_ARTIFACTS for this commit
+    expect_commit: bool = False   # the test's JSON must report torch_git_version == commit
+
+
+@dataclass
+class BackendSetup:
+    """Everything a backend is made from; `backends.create` passes it to `Backend.create`."""
+
+    recipe: "Recipe"
+    history: "History"
+    store: "Store"
+    cache_dir: Path
+    artifacts: Path                 # the one content-addressed build store
+    say: Callable[[str], None]
+    options: dict[str, Any] = field(default_factory=dict)   # backend-specific settings
+
+    @property
+    def state(self) -> Path:
+        return self.store.root
+
+
+class Backend(Protocol):
+    name: str
+
+    def describe(self) -> dict[str, Any]:
+        """Where and how probes run (partitions, host, image digest), for plans and reports."""
+
+    def environment(self) -> str:
+        """Where tests run, as part of the result-cache key."""
+
+    def prepare(self) -> None:
+        """Check prerequisites before the first probe; raise UserError with a hint."""
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        """Run the probes concurrently and yield each outcome as it finishes."""
+
+    def cancel(self) -> None:
+        """Stop everything under way (Ctrl-C); called from the main thread."""
+
+
+class Cancelled(Exception):
+    """The run was interrupted; the probe's outcome must not be recorded."""
+
+
+class BackendLost(UserError):
+    """The engine or cluster itself is gone: the session stops (exit 2) instead of
+    turning every remaining probe into a skip."""
+
+
+class ProbeFailed(Exception):
+    """One probe could not run for a reason of its own (a container API error): a skip
+    that is not cached."""
+
+
+def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
+    return {"BISECT_COMMIT": req.commit, "BISECT_WORKTREE": str(worktree),
+            "BISECT_ARTIFACTS": str(req.artifacts)}
+
+
+def last_json_line(text: str) -> dict[str, Any]:
+    """The repro protocol's last stdout line, if it is a JSON object."""
+    for line in reversed(text.strip().splitlines()[-5:]):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+def run_tests(req: ProbeRequest, on_phase: PhaseCallback, run_once: Callable[[int], RunFact],
+              build: BuildFact | None) -> ProbeOutcome:
+    """Up to req.runs test executions, stopping once the verdict is settled; none when
+    the build failed."""
+    expect = req.commit if req.expect_commit else None
+    facts: list[RunFact] = []
+    if build is not None and judge_build(build) is not None:
+        return judge_probe(build, facts, req.policy, expect)
+    for i in range(1, req.runs + 1):
+        on_phase(req, "test" if req.runs == 1 else f"test {i}/{req.runs}")
+        facts.append(run_once(i))
+        if runs_settled([judge_run(f, expect)[0] for f in facts], req.runs, req.policy):
+            break
+    return judge_probe(build, facts, req.policy, expect)
+
+
+class ThreadedRounds:
+    """run_round for backends that drive each probe from a thread of this process.
+
+    Subclasses have `worktrees` and implement `_probe` and `cancel`. A CheckoutError or a
+    ProbeFailed raised by a probe makes it a skip with its reason; a BackendLost ends the
+    session."""
+
+    worktrees: Any
+
+    def __init__(self) -> None:
+        self._checkout_lock = threading.Lock()
+        self._checkout_s: dict[str, float] = {}
+
+    def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def _checkout(self, req: ProbeRequest, on_phase: PhaseCallback, *, clean: bool) -> Path:
+        on_phase(req, "checkout")
+        start = time.monotonic()
+        try:
+            with self._checkout_lock:
+                return self.worktrees.checkout(req.slot, req.commit, clean=clean)
+        finally:
+            self._checkout_s[req.commit] = time.monotonic() - start
+
+    def run_round(self, requests: Sequence[ProbeRequest],
+                  on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        pool = ThreadPoolExecutor(max_workers=max(1, len(requests)))
+        futures = {pool.submit(self._guarded, req, on_phase): req for req in requests}
+        pending = set(futures)
+        try:
+            while pending:
+                # Wake up now and then: a signal caught by a worker thread is only acted on
+                # when the main thread runs Python code.
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield futures[fut], fut.result()
+        except BaseException:
+            self.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _guarded(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
+        try:
+            outcome = self._probe(req, on_phase)
+        except (CheckoutError, ProbeFailed) as exc:
+            outcome = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
+        except Cancelled:
+            return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
+        outcome.checkout_s = self._checkout_s.pop(req.commit, None)
+        return outcome

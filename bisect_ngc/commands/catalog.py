@@ -1,0 +1,105 @@
+"""`releases` and `resolve`: the NGC release catalog."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import UserError
+from ..history import History
+from ..progress import say
+from ..question import cache_option, default_cache
+from ..releases import UPSTREAM, Catalog
+from ..releases import containing as releases_containing
+
+
+@click.command()
+@click.option("--containing", default=None, metavar="SHA",
+              help="List the releases whose PyTorch commit contains SHA (needs the PyTorch "
+                   "repository: --torch-repo).")
+@click.option("--torch-repo", default=UPSTREAM, show_default=True)
+@cache_option
+@click.option("--json", "as_json", is_flag=True)
+def releases(containing, torch_repo, cache_dir, as_json):
+    """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
+
+    Verification: V2 = two public copies agree, V1 = one, U = unverified, live = read
+    from the image with `resolve --image`. Releases that ship the same commit are marked.
+    """
+    cache = default_cache(cache_dir)
+    catalog = Catalog.load(cache)
+    rows = []
+    shipped: dict[str, str] = {}
+    if containing:
+        history = History.open(torch_repo, cache)
+        sha = history.resolve(containing)
+        shipped = {r["release"]: r["contains"] for r in releases_containing(history, sha, catalog)}
+    for rel in catalog.all():
+        row = rel.as_dict()
+        row["same_commit_as"] = catalog.same_commit(rel)
+        if containing:
+            row["contains"] = shipped[rel.name]
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="NGC PyTorch releases" + (f" containing {containing}" if containing
+                                                   else ""))
+    for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
+            (["contains"] if containing else []):
+        table.add_column(col)
+    for row in rows:
+        note = f"same commit as {', '.join(row['same_commit_as'])}" if row["same_commit_as"] \
+            else ""
+        cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
+                 row["torch_commit"][:12] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
+                 f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
+                 row["python"] or "?", note]
+        if containing:
+            cells.append(row["contains"])
+        table.add_row(*cells)
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    if containing:
+        first = next((r["name"] for r in rows if r["contains"] == "yes"), None)
+        click.echo(f"first shipped in NGC {first}" if first else
+                   "not shipped in any release of the catalog")
+    return 0
+
+
+@click.command()
+@click.argument("release", required=False)
+@click.option("--image", default=None, help="Read the facts live from this image (needs Docker).")
+@cache_option
+@click.option("--json", "as_json", is_flag=True)
+def resolve(release, image, cache_dir, as_json):
+    """Print one release's facts, or read them live from an image.
+
+    With --image the image is run once (python -c ...) to read torch.__version__,
+    torch.version.git_version, torch.version.cuda and the TE version; the result goes
+    into the local catalog overlay, so --from/--to accept that image afterwards.
+    """
+    cache = default_cache(cache_dir)
+    catalog = Catalog.load(cache)
+    if bool(release) == bool(image):
+        raise UserError("give either a release (e.g. 24.09) or --image IMAGE",
+                        hint="bisect-ngc resolve 24.09, or bisect-ngc resolve --image IMG")
+    if image:
+        from ..backends.docker import read_image_facts
+        from ..releases import release_from_facts
+        rel = release_from_facts(image, read_image_facts(image, say))
+        catalog.remember(rel)
+    else:
+        rel = catalog.get(release)
+    row = dict(rel.as_dict(), same_commit_as=catalog.same_commit(rel))
+    if as_json:
+        click.echo(json.dumps(row))
+        return 0
+    width = max(len(k) for k in row)
+    for key, value in row.items():
+        if isinstance(value, list):
+            value = ", ".join(value) or "-"
+        click.echo(f"{key:<{width}}  {value if value != '' else '?'}")
+    return 0
