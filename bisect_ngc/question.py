@@ -171,8 +171,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     """The one Recipe for these options, whichever backend runs it."""
     timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
     if not opts.release_mode:
-        image = opts.image if opts.backend_name != "local" else None
-        return Recipe(build=opts.build, test=opts.test, image=image, gpus=opts.gpus,
+        return Recipe(build=opts.build, test=opts.test, image=opts.image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean, **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:

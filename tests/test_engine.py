@@ -1,0 +1,137 @@
+"""The engine with a scripted backend: resume, cache hits, interruption, failing probes.
+
+The backend is a stand-in (a script of outcomes) so the engine's own rules can be tested
+fast; the repository is a real generated one. Real backends are tested elsewhere."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from benchmarks.repos import make_repo
+from bisect_ngc.backends.base import BackendLost, ProbeOutcome
+from bisect_ngc.engine import Bisection, Range, Settings, tally
+from bisect_ngc.history import History
+from bisect_ngc.recipes import Recipe
+from bisect_ngc.search import Verdict
+from bisect_ngc.store import SessionStatus, Store
+
+
+class ScriptedBackend:
+    name = "scripted"
+
+    def __init__(self, decide: Callable[[int], ProbeOutcome], stop_after: int | None = None):
+        self.decide = decide
+        self.stop_after = stop_after
+        self.probed: list[int] = []
+        self.cancelled = 0
+
+    def describe(self):
+        return {"backend": self.name}
+
+    def environment(self):
+        return "scripted"
+
+    def prepare(self):
+        pass
+
+    def cancel(self):
+        self.cancelled += 1
+
+    def run_round(self, requests, on_phase):
+        for req in requests:
+            if self.stop_after is not None and len(self.probed) >= self.stop_after:
+                raise KeyboardInterrupt
+            self.probed.append(req.index)
+            yield req, self.decide(req.index)
+
+
+@pytest.fixture
+def span(tmp_path):
+    shas = make_repo(tmp_path / "r", 64, 40)
+    history = History.open(str(tmp_path / "r"), tmp_path / "cache")
+    return Range(history, shas[0], shas[-1], shas, history.identity(shas[-1]), {"old": "a"})
+
+
+def by_index(transition: int, skips=(), cacheable_skips=True):
+    def decide(i: int) -> ProbeOutcome:
+        if i in skips:
+            return ProbeOutcome(Verdict.SKIP, "scripted skip", cacheable=cacheable_skips)
+        return ProbeOutcome(Verdict.PASS if i < transition else Verdict.FAIL, runs=[Verdict.PASS])
+    return decide
+
+
+def run(store, span, backend, **settings):
+    return Bisection(store, span, Recipe(build=None, test="t"), backend,
+                     Settings(**settings)).run()
+
+
+def test_finds_the_transition_and_a_second_run_probes_nothing(tmp_path, span):
+    store = Store(tmp_path / "st")
+    first = ScriptedBackend(by_index(40))
+    result = run(store, span, first)
+    assert result.status == "found" and result.first_new == span.candidates[40]
+    assert result.n_candidates == 63 and len(first.probed) <= 8
+    again = ScriptedBackend(by_index(40))
+    second = run(store, span, again)
+    assert second.first_new == result.first_new and again.probed == []
+    sid = store.sessions()[0].id
+    assert tally(store.probes(sid))["cached"] == len(first.probed)
+
+
+def test_an_interrupted_session_resumes_without_repeating_probes(tmp_path, span):
+    store = Store(tmp_path / "st")
+    stopping = ScriptedBackend(by_index(40), stop_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        run(store, span, stopping)
+    rec = store.sessions()[0]
+    assert rec.status is SessionStatus.INTERRUPTED and stopping.cancelled == 1
+    assert len(store.probes(rec.id)) == 3
+    rest = ScriptedBackend(by_index(40))
+    result = run(store, span, rest)
+    assert result.first_new == span.candidates[40]
+    assert not set(rest.probed) & set(stopping.probed)
+    assert store.session(rec.id).status is SessionStatus.FOUND
+
+
+def test_a_transient_outcome_stops_the_session_and_records_nothing(tmp_path, span):
+    store = Store(tmp_path / "st")
+    backend = ScriptedBackend(lambda i: ProbeOutcome(Verdict.SKIP, "interrupted",
+                                                     transient=True))
+    with pytest.raises(KeyboardInterrupt):
+        run(store, span, backend)
+    assert store.probes(store.sessions()[0].id) == []
+
+
+def test_uncached_skips_are_probed_again_and_cached_ones_only_with_retry_skips(tmp_path, span):
+    store = Store(tmp_path / "st")
+    skips = {0}          # the old endpoint cannot be tested: invalid endpoints
+    flaky = ScriptedBackend(by_index(40, skips, cacheable_skips=False))
+    result = run(store, span, flaky)
+    assert result.status == "invalid-endpoints"
+    assert result.endpoint_reasons == {"old": "scripted skip"}
+    fixed = ScriptedBackend(by_index(40))
+    assert run(store, span, fixed).status == "found" and 0 in fixed.probed
+
+    store2 = Store(tmp_path / "st2")
+    asked = ScriptedBackend(by_index(40, skips, cacheable_skips=True))
+    assert run(store2, span, asked).status == "invalid-endpoints"
+    cached = ScriptedBackend(by_index(40))
+    assert run(store2, span, cached).status == "invalid-endpoints" and 0 not in cached.probed
+    retried = ScriptedBackend(by_index(40))
+    assert run(store2, span, retried, retry_skips=True).status == "found"
+    assert 0 in retried.probed
+
+
+def test_a_lost_backend_ends_the_session_resumably(tmp_path, span):
+    store = Store(tmp_path / "st")
+
+    def decide(i):
+        if i not in (0, 63):
+            raise BackendLost("lost the engine", hint="start it")
+        return by_index(40)(i)
+
+    with pytest.raises(BackendLost):
+        run(store, span, ScriptedBackend(decide))
+    assert store.sessions()[0].status is SessionStatus.INTERRUPTED
+    assert run(store, span, ScriptedBackend(by_index(40))).status == "found"

@@ -1,0 +1,97 @@
+"""One wiring: the same options give the same Recipe and keys whichever backend runs it,
+and the session record survives a round trip through the store."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+
+from benchmarks.repos import BUILD, TEST, make_repo
+from bisect_ngc.errors import UserError
+from bisect_ngc.question import Options, ask
+from bisect_ngc.search import Verdict
+from bisect_ngc.store import (CacheKey, ProbeRecord, SessionParams, SessionResult,
+                              SessionStatus, Store)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    make_repo(tmp_path / "r", 12, 6)
+    return tmp_path / "r"
+
+
+def options(tmp_path, repo, backend, **kw):
+    return Options(cache_dir=tmp_path / "cache", state=tmp_path / "st", repo=str(repo),
+                   old="main~11", new="main", build=BUILD, test=TEST, backend=backend,
+                   image="debian:bookworm", timeout=30, slurm={"partition": "cpu"}, **kw)
+
+
+def test_the_same_options_give_the_same_recipe_on_every_backend(tmp_path, repo):
+    asked = {b: ask(options(tmp_path, repo, b), print) for b in ("local", "docker", "slurm")}
+    recipes = {b: q.recipe for b, q in asked.items()}
+    assert recipes["local"] == recipes["docker"] == recipes["slurm"]
+    keys = {(r.build_key(), r.test_key()) for r in recipes.values()}
+    assert len(keys) == 1
+    assert {b: q.backend.name for b, q in asked.items()} == \
+        {"local": "local", "docker": "docker", "slurm": "slurm"}
+    # and the keys change with what decides a build or a verdict
+    other = ask(options(tmp_path, repo, "local", max_jobs=None), print).recipe
+    other.build = "make"
+    assert other.build_key() != recipes["local"].build_key()
+    assert other.test_key() == recipes["local"].test_key()
+
+
+def test_the_local_backend_does_not_load_the_docker_sdk(tmp_path, repo):
+    import subprocess
+    import sys
+    code = ("import sys; from pathlib import Path; from bisect_ngc.question import Options, ask; "
+            f"q = ask(Options(cache_dir=Path({str(tmp_path / 'c')!r}), "
+            f"state=Path({str(tmp_path / 's')!r}),"
+            f" repo={str(repo)!r}, old='main~11', new='main', test='true'), print); "
+            "print('docker' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("field,value", [("image", "img\nRUN evil"), ("repro_args", "a\nb")])
+def test_values_rendered_into_scripts_must_be_one_line(tmp_path, repo, field, value):
+    opts = options(tmp_path, repo, "docker", **{"repro_args": ""} if field != "repro_args"
+                   else {})
+    setattr(opts, field, value)
+    with pytest.raises(UserError, match="must be one line"):
+        opts.check()
+
+
+def test_slurm_values_must_be_one_line(tmp_path, repo):
+    opts = options(tmp_path, repo, "slurm")
+    opts.slurm = {"time": "1:00\n#SBATCH --exclusive", "sbatch_args": []}
+    with pytest.raises(UserError, match="--time must be one line"):
+        opts.check()
+
+
+def test_a_session_round_trips_through_the_store(tmp_path):
+    store = Store(tmp_path / "st")
+    params = SessionParams(key="k", identity={"repo": "r"}, jobs=3, repeat=2, policy="majority",
+                           backend={"backend": "local"}, recipe={"test": "t"},
+                           labels={"old": "24.09"}, origin="https://github.com/a/b.git",
+                           subject="The weak-ref capture failure", probe_argv=["x", "y"])
+    store.create_session("k-1", params, ["a" * 40, "b" * 40])
+    result = SessionResult(status="found", first_new="b" * 40, last_old="a" * 40,
+                           candidates=["b" * 40], old_outcome="pass", new_outcome="fail",
+                           n_candidates=1, ships=[{"release": "24.10", "contains": "yes"}])
+    store.set_status("k-1", SessionStatus.FOUND, result)
+    probe = ProbeRecord(round=1, idx=1, commit="b" * 40, verdict=Verdict.FAIL, runs=["fail"],
+                        logs={"test-1": "logs/x"}, details={"checkout_s": 0.5})
+    store.add_probe("k-1", probe)
+    key = CacheKey("r", "b" * 40, "build", "test", "env")
+    store.cache_put(key, probe)
+    store.close()
+
+    again = Store(tmp_path / "st", readonly=True)
+    rec = again.session("k-1")
+    assert rec.params == params and rec.result == result and rec.status is SessionStatus.FOUND
+    assert again.probes("k-1") == [probe]
+    hit = again.cache_get(key)
+    assert hit.verdict is Verdict.FAIL and hit.cached and hit.details == {"checkout_s": 0.5}
+    assert json.loads(json.dumps(asdict(rec.params))) == asdict(params)
