@@ -5,8 +5,10 @@ import fcntl
 import hashlib
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import git
 
@@ -236,14 +238,22 @@ class Worktrees:
         path = Path(target) if Path(target).is_absolute() else (wt / target)
         return path.resolve()
 
+    @contextmanager
+    def _shared(self) -> Iterator[None]:
+        """Worktree bookkeeping is the repository's, which other runs may share."""
+        with open(self.history.common_dir / "bisect-ngc-worktrees.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def remove(self, slot: int | str) -> None:
         wt = self.path(slot)
         if wt.exists():
-            try:
-                self.history.repo.git.worktree("remove", "--force", str(wt))
-            except git.GitCommandError:
-                shutil.rmtree(wt, ignore_errors=True)
-                self.history.repo.git.worktree("prune")
+            with self._shared():
+                try:
+                    self.history.repo.git.worktree("remove", "--force", str(wt))
+                except git.GitCommandError:
+                    shutil.rmtree(wt, ignore_errors=True)
+                    self.history.repo.git.worktree("prune")
 
     def checkout(self, slot: int | str, sha: str, *, clean: bool = True) -> Path:
         """Put slot's worktree at sha; raises CheckoutError for per-commit failures."""
@@ -251,9 +261,10 @@ class Worktrees:
         repo = self.history.repo
         if not (wt / ".git").exists():
             shutil.rmtree(wt, ignore_errors=True)
-            repo.git.worktree("prune")
             wt.parent.mkdir(parents=True, exist_ok=True)
-            repo.git.worktree("add", "--detach", "--force", str(wt), sha)
+            with self._shared():
+                repo.git.worktree("prune")
+                repo.git.worktree("add", "--detach", "--force", str(wt), sha)
         tree = git.Repo(wt)
         try:
             tree.git.checkout("--detach", "--force", sha)
