@@ -85,6 +85,7 @@ class Options:
     gpus: str = "auto"
     build_tree: bool | None = None
     retry_skips: bool = False
+    check_torch_commit: bool | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -172,7 +173,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
     if not opts.release_mode:
         return Recipe(build=opts.build, test=opts.test, image=opts.image, gpus=opts.gpus,
-                      build_tree=bool(opts.build_tree), clean=not opts.no_clean, **timeouts)
+                      build_tree=bool(opts.build_tree), clean=not opts.no_clean,
+                      expect_torch_commit=bool(opts.check_torch_commit), **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
@@ -193,6 +195,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     if opts.test:
         recipe.test, recipe.expect_torch_commit = opts.test, False
         recipe.subject = "The failure"
+    if opts.check_torch_commit is not None:
+        recipe.expect_torch_commit = opts.check_torch_commit
     return recipe
 
 
@@ -312,6 +316,10 @@ question_options = _stack(
     click.option("--build-timeout", type=click.FloatRange(0, min_open=True),
                  default=DEFAULT_BUILD_TIMEOUT, show_default=True,
                  help="Seconds one build may take; past it the commit is a skip (not cached)."),
+    click.option("--check-torch-commit/--no-check-torch-commit", default=None,
+                 help="Require the test's last JSON line to report torch_git_version equal "
+                      "to the probed commit, else the probe is a skip (default: on for the "
+                      "release-mode repro, off for your own --test)."),
     click.option("--retry-skips", is_flag=True,
                  help="Probe again the commits whose cached verdict is a skip (e.g. after "
                       "fixing the build); passes and failures stay cached."),
@@ -380,7 +388,8 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
-                 "max_jobs", "repro_args", "gpus", "build_tree", "retry_skips")
+                 "max_jobs", "repro_args", "gpus", "build_tree", "retry_skips",
+                 "check_torch_commit")
 
 
 def options_from(params: dict[str, Any]) -> Options:

@@ -4,10 +4,10 @@
 # debootstrap from the apt mirror and `docker import`ed. Idempotent.
 #   scripts/docker-up.sh          install if needed, start dockerd, build the test image
 #   scripts/docker-up.sh stop     stop the dockerd this script started
-# Env: BISECT_NGC_TEST_IMAGE (default bisect-ngc-test/debian-build:bookworm)
+# Env: BISECT_NGC_TEST_IMAGE (default bisect-ngc-test/debian-build:bookworm-git)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-IMAGE=${BISECT_NGC_TEST_IMAGE:-bisect-ngc-test/debian-build:bookworm}
+IMAGE=${BISECT_NGC_TEST_IMAGE:-bisect-ngc-test/debian-build:bookworm-git}
 LOG=/var/log/bisect-ngc-dockerd.log
 PIDFILE=/var/run/docker.pid
 say() { echo "[docker-up] $*" >&2; }
@@ -53,7 +53,7 @@ if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   ROOT=$(mktemp -d)
   say "debootstrap $VERSION_CODENAME from $MIRROR (a minute or two)"
   debootstrap --variant=minbase \
-    --include=python3,python3-dev,python3-setuptools,python3-wheel,python3-pip,gcc,libc6-dev,ccache \
+    --include=python3,python3-dev,python3-setuptools,python3-wheel,python3-pip,gcc,libc6-dev,ccache,git \
     "$VERSION_CODENAME" "$ROOT" "$MIRROR" >/var/log/bisect-ngc-debootstrap.log 2>&1 \
     || { say "debootstrap failed: $(tail -3 /var/log/bisect-ngc-debootstrap.log)"; exit 1; }
   tar -C "$ROOT" -c . | docker import -c 'CMD ["/bin/bash"]' -c 'ENV PIP_BREAK_SYSTEM_PACKAGES=1' - "$IMAGE" >/dev/null

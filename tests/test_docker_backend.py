@@ -22,7 +22,7 @@ from bisect_ngc.store import Store
 
 from benchmarks.repos import CEXT_BUILD, CEXT_TEST, make_cext_repo, make_repo
 
-IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm")
+IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 
 
 def _engine_problem() -> str | None:

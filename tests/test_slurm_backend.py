@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import os
 import shutil
 import signal
 import subprocess
@@ -19,12 +20,11 @@ import pytest
 
 from bisect_ngc.backends.base import Mount, ProbeRequest
 from bisect_ngc.backends.slurm import SlurmBackend, SlurmSettings
-from bisect_ngc.cli import main
 from bisect_ngc.history import History, Worktrees
 from bisect_ngc.artifacts import ArtifactStore
 from bisect_ngc.recipes import Recipe
 from bisect_ngc.search import RepeatPolicy, ceil_log
-from bisect_ngc.store import Store
+from bisect_ngc.store import Store, digest
 
 from benchmarks.repos import BUILD, TEST, make_repo
 
@@ -62,7 +62,6 @@ def my_jobs(session: str) -> list[str]:
 def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
     """commit -> how many test tasks sacct saw for it. Each task's output file names its
     job and index, and the test script of that round lists the commits by index."""
-    from bisect_ngc.store import digest
     name = f"bisect-ngc-test-{session}-{digest(str((tmp / 'st').resolve()))[:6]}"
     rounds = tmp / "st" / "slurm" / "rounds" / session
     end = time.monotonic() + 30
@@ -314,3 +313,123 @@ def test_ctrl_c_cancels_every_job_of_the_session(tmp_path):
             break
         time.sleep(0.5)
     assert "CANCELLED" in states, states
+
+
+@needs_slurm
+def test_ctrl_c_never_uses_up_a_retry(tmp_path):
+    shas = make_repo(tmp_path / "r", 30, 19)
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(
+        tmp_path / "r", tmp_path, "--json", "--max-retries", "0", test="sleep 3; " + TEST)
+    for _ in range(2):      # two Ctrl-Cs while test tasks run, then a run to the end
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        end = time.monotonic() + 90
+        while True:
+            assert time.monotonic() < end and proc.poll() is None, "no test task ran"
+            out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%j"],
+                                 capture_output=True, text=True).stdout
+            if "bisect-ngc-test" in out:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["first_new"] == shas[19] and not res["skipped"]
+    assert "cancelled by an interrupted run; resubmitting" in again.stderr
+
+
+@needs_slurm
+def test_a_controller_killed_between_the_two_sbatch_calls_submits_no_build_twice(tmp_path):
+    shas = make_repo(tmp_path / "r", 30, 19)
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    # The real sbatch, except that the first test-array submission kills the controller.
+    (shim / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *test.sh*) if [ ! -e {tmp_path}/killed ]; then '
+        f"touch {tmp_path}/killed; kill -9 $PPID; exit 1; fi;; esac\n"
+        f'exec {shutil.which("sbatch")} "$@"\n')
+    (shim / "sbatch").chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path, "--json")
+    first = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert first.returncode == -9 and (tmp_path / "killed").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["first_new"] == shas[19]
+    assert "submitted the test array" in again.stderr
+    name = f"bisect-ngc-build-{res['session']}-{digest(str((tmp_path / 'st').resolve()))[:6]}"
+    rounds = list((tmp_path / "st" / "slurm" / "rounds" / res["session"]).iterdir())
+    end = time.monotonic() + 30
+    while True:     # slurmdbd records jobs a moment after they end
+        builds = {j.split("_")[0] for j in subprocess.run(
+            ["sacct", "-n", "-P", "-X", "--name", name, "-o", "JobID"],
+            capture_output=True, text=True).stdout.split()}
+        if len(builds) >= len(rounds) or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    assert len(builds) == len(rounds), (builds, rounds)
+
+
+@needs_slurm
+@pytest.mark.parametrize("reported,status", [("0" * 40, "invalid-endpoints"),
+                                             ("$BISECT_COMMIT", "found")])
+def test_the_torch_commit_check_holds_on_the_cluster(tmp_path, reported, status):
+    shas = make_repo(tmp_path / "r", 20, 13)
+    test = f'echo "{{\\"torch_git_version\\": \\"{reported}\\"}}"; ' + TEST
+    args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(
+        tmp_path / "r", tmp_path, "--json", "--check-torch-commit", test=test)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    res = json.loads(proc.stdout)
+    assert res["status"] == status, proc.stderr
+    if status == "found":
+        assert res["first_new"] == shas[13]
+    else:
+        assert res["endpoint_reasons"]["old"] == (f"the container reports torch git version "
+                                                  f"{'0' * 40}, not the probed commit "
+                                                  f"{shas[0][:12]}")
+
+
+def test_the_enroot_script_quotes_a_hostile_shared_dir(tmp_path):
+    """Runs the rendered enroot test script with bash. enroot itself cannot run here, so a
+    stand-in `enroot` on PATH runs `start`'s command directly: the quoting under test is
+    the script's own, which reaches bash exactly as it would reach enroot."""
+    make_repo(tmp_path / "r", 4, 2)
+    history = History.open(str(tmp_path / "r"), tmp_path)
+    shared = tmp_path / "shared dir $(touch PWNED)"
+    settings = SlurmSettings(runtime="enroot", image="nvcr.io/nvidia/pytorch:24.09-py3",
+                             shared_dir=shared)
+    recipe = Recipe(build=None, test=f"pwd > {tmp_path}/where; exit 0", image=settings.image)
+    backend = SlurmBackend(Worktrees(history, shared / "worktrees"), recipe, settings=settings,
+                           store=Store(tmp_path / "st"),
+                           artifacts=ArtifactStore(shared / "artifacts"))
+    backend.session = "s-1"
+    worktree, final = shared / "worktrees" / "slot-x", shared / "artifacts" / "k"
+    worktree.mkdir(parents=True)
+    final.mkdir(parents=True)
+    (final / "meta.json").write_text("{}")
+    tasks = [{"commit": "a" * 40, "worktree": str(worktree), "index": 0, "final": str(final),
+              "staging": str(shared / "staging")}]
+    _, test = backend.render("r1", tasks, 1, RepeatPolicy.ANY)
+    backend.round_dir("r1").mkdir(parents=True)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "enroot").write_text(
+        '#!/bin/bash\n'
+        'case "$1" in\n'
+        '  import) while [ "$1" != "-o" ]; do shift; done; touch "$2" ;;\n'
+        '  start) shift; while [ "${1#--}" != "$1" ]; do [ "$1" = --mount ] && shift; shift;'
+        ' done; shift; exec "$@" ;;\n'
+        'esac\n')
+    (fake / "enroot").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", SLURM_ARRAY_TASK_ID="0",
+               SLURM_JOB_ID="7")
+    run = subprocess.run(["bash", "-c", test], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((backend.round_dir("r1") / "result-0.json").read_text())
+    assert result["codes"] == [0]
+    assert (tmp_path / "where").read_text().strip() == str(worktree)
+    assert not list(tmp_path.rglob("PWNED"))
