@@ -78,6 +78,7 @@ class Options:
     no_clean: bool = False
     backend: str | None = None
     image: str | None = None
+    build_image: str | None = None
     base_image: str | None = None
     cuda_arch: str | None = None
     max_jobs: int | None = None
@@ -86,6 +87,7 @@ class Options:
     build_tree: bool | None = None
     retry_skips: bool = False
     check_torch_commit: bool | None = None
+    artifacts: Path | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -121,6 +123,7 @@ class Options:
             raise UserError("--backend local in release mode needs --build and --test",
                             hint="or use --backend docker for the PyTorch recipe")
         rendered = {"--image": self.image, "--base-image": self.base_image,
+                    "--build-image": self.build_image,
                     "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
                     **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
                        if k != "shared_dir"}}
@@ -172,7 +175,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     """The one Recipe for these options, whichever backend runs it."""
     timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
     if not opts.release_mode:
-        return Recipe(build=opts.build, test=opts.test, image=opts.image, gpus=opts.gpus,
+        return Recipe(build=opts.build, test=opts.test, image=opts.image,
+                      build_image=opts.build_image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
                       expect_torch_commit=bool(opts.check_torch_commit), **timeouts)
     image = opts.base_image or opts.image or old.image
@@ -192,6 +196,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         not opts.no_clean
     if opts.build:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
+    if opts.build_image:
+        recipe.build_image, recipe.build_dockerfile = opts.build_image, None
     if opts.test:
         recipe.test, recipe.expect_torch_commit = opts.test, False
         recipe.subject = "The failure"
@@ -208,10 +214,15 @@ def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
         shared = Path(cfg.pop("shared_dir", None) or opts.state / "slurm").expanduser().resolve()
         cfg.update(shared_dir=shared, worktrees=shared / "worktrees" / repo)
         return BackendSetup(recipe, span.history, store, opts.cache_dir,
-                            artifacts=shared / "artifacts", say=say, options=cfg)
+                            artifacts=_artifacts(opts, shared / "artifacts"), say=say,
+                            options=cfg)
     return BackendSetup(recipe, span.history, store, opts.cache_dir,
-                        artifacts=opts.cache_dir / "artifacts", say=say,
+                        artifacts=_artifacts(opts, opts.cache_dir / "artifacts"), say=say,
                         options={"worktrees": opts.state / "worktrees" / repo})
+
+
+def _artifacts(opts: Options, default: Path) -> Path:
+    return Path(opts.artifacts).expanduser().resolve() if opts.artifacts else default
 
 
 @dataclass
@@ -330,6 +341,9 @@ question_options = _stack(
                  help="Where builds and tests run. Default: docker in release mode, else local."),
     click.option("--image", default=None,
                  help="Docker backend, generic recipe: the image both commands run in."),
+    click.option("--build-image", default=None,
+                 help="Docker backend: build in this image instead (tests still run in "
+                      "--image or the base image), e.g. one with compilers."),
     click.option("--base-image", default=None,
                  help="Release mode: build and test in this image instead of the older "
                       "release's."),
@@ -357,6 +371,10 @@ question_options = _stack(
                       "majority: the commoner of pass/fail wins; a tie is a skip."),
     cache_option,
     state_option,
+    click.option("--artifacts", type=click.Path(path_type=Path), default=None,
+                 help="The content-addressed build store, shared by sessions and backends: a "
+                      "build is reused wherever commit, image and build recipe match. "
+                      "Default: CACHE/artifacts (Slurm: SHARED/artifacts)."),
     click.option("--partition", default=None, help="Slurm: partition for builds (CPU)."),
     click.option("--gpu-partition", default=None,
                  help="Slurm: partition for tests (GPU). Default: --partition."),
@@ -387,9 +405,10 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
               "shared_dir": "shared_dir", "max_retries": "max_retries"}
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
-                 "build_timeout", "no_clean", "backend", "image", "base_image", "cuda_arch",
+                 "build_timeout", "no_clean", "backend", "image", "build_image", "base_image",
+                 "cuda_arch",
                  "max_jobs", "repro_args", "gpus", "build_tree", "retry_skips",
-                 "check_torch_commit")
+                 "check_torch_commit", "artifacts")
 
 
 def options_from(params: dict[str, Any]) -> Options:

@@ -20,7 +20,7 @@ import pytest
 from bisect_ngc.cli import main
 from bisect_ngc.store import Store
 
-from benchmarks.repos import CEXT_BUILD, CEXT_TEST, make_cext_repo, make_repo
+from benchmarks.repos import BUILD, CEXT_BUILD, CEXT_TEST, TEST, make_cext_repo, make_repo
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 
@@ -46,6 +46,11 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason
 def docker_client():
     import docker
     return docker.from_env()
+
+
+def docker_errors():
+    import docker.errors
+    return docker.errors
 
 
 def containers(label: str) -> list:
@@ -227,3 +232,87 @@ def test_resolve_image_reads_facts_live_into_the_overlay(fake_ngc_image, tmp_pat
 def test_resolve_image_without_torch_is_a_clear_error(tmp_path, run_cli):
     code, _, err = run_cli(["resolve", "--image", IMAGE, "--cache-dir", str(tmp_path)])
     assert code == 2 and "could not import torch" in err
+
+
+GIT_BUILD = ('git rev-parse HEAD > "$BISECT_ARTIFACTS/head" && git status --porcelain >/dev/null '
+             '&& ' + BUILD)
+GIT_TEST = '[ "$(cat "$BISECT_ARTIFACTS/head")" = "$BISECT_COMMIT" ] || exit 125; ' + TEST
+
+
+@pytest.mark.parametrize("as_url", [False, True])
+def test_git_works_inside_the_build_container(tmp_path, run_cli, as_url):
+    """A local checkout and a URL (a bare mirror in the cache): git inside the container
+    sees the repository and may write the worktree's index."""
+    shas = make_repo(tmp_path / "r", 16, 9)
+    repo = (tmp_path / "r").as_uri() if as_url else str(tmp_path / "r")
+    code, out, err = run_cli(["bisect", "--repo", repo, "--old", "main~15", "--new", "main",
+                              "--backend", "docker", "--image", IMAGE, "--build", GIT_BUILD,
+                              "--test", GIT_TEST, "--state", tmp_path / "st", "--cache-dir",
+                              tmp_path / "cache", "--quiet", "--json"])
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[9] and not res["skipped"]
+
+
+def test_a_docker_failure_in_one_probe_is_a_skip_and_the_bisection_goes_on(tmp_path):
+    """The test image disappears while one probe builds (in another image): that probe is
+    a skip with the engine's reason, not cached, and the bisection goes on."""
+    shas = make_repo(tmp_path / "r", 24, 15)
+    client = docker_client()
+    tag = f"bisect-ngc-test/vanishing:{os.getpid()}"
+    client.images.get(IMAGE).tag(tag)
+    args = [sys.executable, "-m", "bisect_ngc", "bisect", "--repo", str(tmp_path / "r"), "--old",
+            "main~23", "--new", "main", "--backend", "docker", "--image", tag, "--build-image",
+            IMAGE, "--build", "sleep 2; " + BUILD, "--test", TEST, "--state",
+            str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"), "--quiet", "--json"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim, end = None, time.monotonic() + 120
+    try:
+        while victim is None:       # the first build of an inner commit
+            assert time.monotonic() < end and proc.poll() is None, "no inner probe ran"
+            try:
+                for c in containers("bisect-ngc.role=build"):
+                    if c.labels["bisect-ngc.commit"] not in (shas[0], shas[-1]):
+                        victim = c.labels["bisect-ngc.commit"]
+                        client.images.remove(tag)
+                        break
+            except docker_errors().NotFound:     # a container that ended while we looked
+                pass
+            time.sleep(0.05)
+        store = Store(tmp_path / "st")
+        while not any(p.commit == victim for s in store.sessions() for p in store.probes(s.id)):
+            assert time.monotonic() < end and proc.poll() is None
+            time.sleep(0.05)
+    finally:
+        client.images.get(IMAGE).tag(tag)        # back before the next probe's test
+    out, err = proc.communicate(timeout=180)
+    client.images.remove(tag)
+    assert proc.returncode == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[15]
+    hit = [p for p in store.probes(res["session"]) if p.commit == victim]
+    assert hit[0].verdict.value == "skip", hit
+    assert hit[0].reason.startswith("docker could not run the test container"), hit[0].reason
+    cached = store.db.execute("SELECT verdict FROM cache WHERE commit_sha=?", (victim,)).fetchall()
+    assert cached == []          # an accident of this run, probed again next time
+
+
+def test_a_build_made_by_docker_is_reused_by_slurm(tmp_path, run_cli):
+    from .test_slurm_backend import PROBLEM as SLURM_PROBLEM
+    if SLURM_PROBLEM:
+        pytest.skip(SLURM_PROBLEM)
+    shas = make_repo(tmp_path / "r", 12, 7)
+    common = ["--repo", tmp_path / "r", "--old", "main~11", "--new", "main", "--image", IMAGE,
+              "--build", BUILD, "--test", TEST, "--artifacts", tmp_path / "wheels", "--quiet",
+              "--json", "--cache-dir", tmp_path / "cache"]
+    code, out, err = run_cli(["bisect", "--backend", "docker", "--state", tmp_path / "d",
+                              *common])
+    assert code == 0, err
+    built = {p.commit for p in Store(tmp_path / "d").probes(json.loads(out)["session"])}
+    code, out, err = run_cli(["bisect", "--backend", "slurm", "--partition", "cpu",
+                              "--gpu-partition", "gpu", "--state", tmp_path / "s", *common])
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[7]
+    probes = Store(tmp_path / "s").probes(res["session"])
+    assert probes and all(p.details.get("build_reused") for p in probes if p.commit in built)
