@@ -255,8 +255,10 @@ class Worktrees:
                     shutil.rmtree(wt, ignore_errors=True)
                     self.history.repo.git.worktree("prune")
 
-    def checkout(self, slot: int | str, sha: str, *, clean: bool = True) -> Path:
-        """Put slot's worktree at sha; raises CheckoutError for per-commit failures."""
+    def checkout(self, slot: int | str, sha: str, *, clean: bool = True,
+                 keep: tuple[str, ...] = (), submodules: bool = True) -> Path:
+        """Put slot's worktree at sha, removing untracked files except the `keep` paths
+        (a build tree, say); raises CheckoutError for per-commit failures."""
         wt = self.path(slot)
         repo = self.history.repo
         if not (wt / ".git").exists():
@@ -269,10 +271,11 @@ class Worktrees:
         try:
             tree.git.checkout("--detach", "--force", sha)
             if clean:
-                tree.git.clean("-ffdxq")
+                excludes = [arg for path in keep for arg in ("-e", "/" + path.strip("/"))]
+                tree.git.clean("-ffdxq", *excludes)
         except git.GitCommandError as exc:
             raise CheckoutError(f"checkout failed: {_last_line(exc)}") from None
-        if self.history.has_submodules(sha):
+        if submodules and self.history.has_submodules(sha):
             try:
                 tree.git.submodule("sync", "--recursive")
                 tree.git.submodule("update", "--init", "--recursive", "--force")

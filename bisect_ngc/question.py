@@ -76,6 +76,8 @@ class Options:
     timeout: float | None = None
     build_timeout: float | None = DEFAULT_BUILD_TIMEOUT
     no_clean: bool = False
+    keep: tuple[str, ...] = ("build",)
+    no_submodules: bool = False
     backend: str | None = None
     image: str | None = None
     build_image: str | None = None
@@ -122,6 +124,10 @@ class Options:
         if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
             raise UserError("--backend local in release mode needs --build and --test",
                             hint="or use --backend docker for the PyTorch recipe")
+        for path in self.keep:
+            if not path or path.startswith("/") or ".." in Path(path).parts:
+                raise UserError(f"--keep {path!r} must be a path inside the worktree",
+                                hint="e.g. --keep build")
         rendered = {"--image": self.image, "--base-image": self.base_image,
                     "--build-image": self.build_image,
                     "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
@@ -178,6 +184,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         return Recipe(build=opts.build, test=opts.test, image=opts.image,
                       build_image=opts.build_image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
+                      keep=list(opts.keep), submodules=not opts.no_submodules,
                       expect_torch_commit=bool(opts.check_torch_commit), **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:
@@ -194,6 +201,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
                             build_tree=opts.build_tree is not False)
     recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
         not opts.no_clean
+    recipe.keep, recipe.submodules = list(opts.keep), not opts.no_submodules
     if opts.build:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
     if opts.build_image:
@@ -335,8 +343,15 @@ question_options = _stack(
                  help="Probe again the commits whose cached verdict is a skip (e.g. after "
                       "fixing the build); passes and failures stay cached."),
     click.option("--no-clean", is_flag=True,
-                 help="Local backend: keep untracked files between probes (incremental "
-                      "builds); the default is `git clean -ffdx`."),
+                 help="Local backend: keep every untracked file between probes; the default "
+                      "is `git clean -ffdx` except the --keep paths."),
+    click.option("--keep", multiple=True, default=("build",), show_default=True,
+                 metavar="PATH",
+                 help="A path of the worktree that survives the clean between probes, for "
+                      "incremental builds (repeatable; PyTorch builds into build/)."),
+    click.option("--no-submodules", is_flag=True,
+                 help="Do not update submodules at each checkout (for tests that need none, "
+                      "or when their remotes are unreachable)."),
     click.option("--backend", type=click.Choice(["local", "docker", "slurm"]), default=None,
                  help="Where builds and tests run. Default: docker in release mode, else local."),
     click.option("--image", default=None,
@@ -405,10 +420,9 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
               "shared_dir": "shared_dir", "max_retries": "max_retries"}
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
-                 "build_timeout", "no_clean", "backend", "image", "build_image", "base_image",
-                 "cuda_arch",
-                 "max_jobs", "repro_args", "gpus", "build_tree", "retry_skips",
-                 "check_torch_commit", "artifacts")
+                 "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",
+                 "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
+                 "build_tree", "retry_skips", "check_torch_commit", "artifacts")
 
 
 def options_from(params: dict[str, Any]) -> Options:

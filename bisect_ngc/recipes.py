@@ -39,6 +39,8 @@ class Recipe:
     build_settings: dict[str, Any] = field(default_factory=dict)
     build_tree: bool = False                # containers: a persistent build/ per slot
     clean: bool = True                      # local: `git clean -ffdx` between probes
+    keep: list[str] = field(default_factory=lambda: ["build"])   # ...except these paths
+    submodules: bool = True                 # update submodules at every checkout
     expect_torch_commit: bool = False       # the test's JSON must report the probed commit
     gpus: str = "auto"                      # containers: auto | all | none
     timeout: float | None = None            # seconds per test run
@@ -49,7 +51,8 @@ class Recipe:
         """Everything that decides what a build produces."""
         return digest({"build": self.build, "build_image": self.build_image or self.image,
                        "settings": self.build_settings, "env": sorted(self.env.items()),
-                       "clean": self.clean})
+                       "clean": self.clean, "keep": sorted(self.keep),
+                       "submodules": self.submodules})
 
     def test_key(self) -> str:
         """Everything that decides a test's verdict, given the build."""

@@ -19,3 +19,11 @@ def run_cli(capsys):
         out = capsys.readouterr()
         return code, out.out, out.err
     return run
+
+
+def pytest_collection_modifyitems(items):
+    """Tests of real engines, clusters and GPUs are slow too: `-m "not slow"` is the fast
+    unit layer (under a minute)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in ("docker", "slurm", "gpu")):
+            item.add_marker(pytest.mark.slow)

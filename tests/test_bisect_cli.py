@@ -257,6 +257,7 @@ def wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
 SLOW_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; sleep 0.4; ' + TEST
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -9), (signal.SIGINT, 130),
                                       (signal.SIGTERM, 130)])
 def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter, sig, code):
@@ -284,6 +285,7 @@ def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter,
     assert res["probes"] == len(set(executions(counter)))
 
 
+@pytest.mark.slow
 def test_second_process_on_same_state_gets_a_clear_error(tmp_path, counter):
     make_repo(tmp_path / "r", 200, 111)
     env = dict(os.environ)

@@ -90,6 +90,7 @@ def test_concurrent_builds_of_one_key_both_succeed_and_agree(tmp_path, trial):
 
 # --- item 9: two runs cloning one URL into one cache dir ------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trial", range(3))
 def test_two_runs_share_one_clone_of_a_url(tmp_path, trial):
     shas = make_repo(tmp_path / "r", 30, 17)
@@ -117,6 +118,7 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
 def test_a_resumed_run_kills_what_a_killed_one_left_running(tmp_path, sig):
     shas = make_repo(tmp_path / "r", 60, 37)

@@ -149,6 +149,7 @@ def test_invalid_endpoints_report(tmp_path, run_cli):
     assert "**Invalid endpoints: both endpoints pass" in md
 
 
+@pytest.mark.slow
 def test_interrupted_and_running_sessions_render(tmp_path, run_cli):
     make_repo(tmp_path / "r", 200, 120)
     counter = tmp_path / "count"
@@ -225,3 +226,30 @@ def test_github_links_and_where_it_ships(tmp_path, run_cli, monkeypatch):
 ])
 def test_github_slug(origin, slug):
     assert github_slug(origin) == slug
+
+
+def test_scrubber_replaces_this_machines_paths_only():
+    from bisect_ngc.report import Scrubber
+    scrub = Scrubber({"/tmp/some state": "$BISECT_NGC_STATE"})
+    text = scrub("run /bin/sh -c x in /tmp/some state/logs, then /home/me/x.txt </script>")
+    assert "/bin/sh" in text and "</script>" in text
+    assert "$BISECT_NGC_STATE/logs" in text and "/home/me" not in text and "…/x.txt" in text
+    cmd = scrub.command(["bisect-ngc", "probe", "--state", "/tmp/some state", "--test",
+                         "echo '$(x)'"])
+    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {cmd}"], capture_output=True,
+                         text=True, env={"BISECT_NGC_STATE": "/s t"}).stdout.splitlines()
+    assert out == ["bisect-ngc", "probe", "--state", "/s t", "--test", "echo '$(x)'"]
+
+
+def test_html_in_commit_titles_is_escaped(tmp_path, run_cli):
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    for i, title in enumerate(["start", "one", "<img src=x onerror=alert(1)> & more", "two"]):
+        (repo / "behaviour").write_text("new\n" if i >= 2 else "old\n")
+        (repo / "n").write_text(str(i))
+        subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", title], check=True)
+    code, out, _ = bisect(run_cli, tmp_path, repo)
+    assert code == 0
+    md = Path(json.loads(out)["report"]).read_text()
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt; &amp; more" in md

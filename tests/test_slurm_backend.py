@@ -42,7 +42,11 @@ def _cluster_problem() -> str | None:
 
 
 PROBLEM = _cluster_problem()
-needs_slurm = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+_skip_without_cluster = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+
+
+def needs_slurm(test):
+    return pytest.mark.slurm(_skip_without_cluster(test))
 
 
 

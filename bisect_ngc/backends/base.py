@@ -143,6 +143,7 @@ class ThreadedRounds:
     session."""
 
     worktrees: Any
+    recipe: Any
 
     def __init__(self) -> None:
         self._checkout_lock = threading.Lock()
@@ -157,9 +158,11 @@ class ThreadedRounds:
     def _checkout(self, req: ProbeRequest, on_phase: PhaseCallback, *, clean: bool) -> Path:
         on_phase(req, "checkout")
         start = time.monotonic()
+        r = self.recipe
         try:
             with self._checkout_lock:
-                return self.worktrees.checkout(req.slot, req.commit, clean=clean)
+                return self.worktrees.checkout(req.slot, req.commit, clean=clean,
+                                               keep=tuple(r.keep), submodules=r.submodules)
         finally:
             self._checkout_s[req.commit] = time.monotonic() - start
 

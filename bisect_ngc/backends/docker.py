@@ -87,7 +87,7 @@ class DockerBackend(ThreadedRounds):
                  client: docker.DockerClient | None = None):
         super().__init__()
         self.worktrees = worktrees
-        self.recipe_ = recipe
+        self.recipe = recipe
         self.artifacts = artifacts
         self.cache_dir = cache_dir
         self.say = say or (lambda text: None)
@@ -113,16 +113,16 @@ class DockerBackend(ThreadedRounds):
                 "gpus": self.use_gpus}
 
     def environment(self) -> str:
-        return f"docker:{self.image_digest or self.recipe_.image}:gpus={self.use_gpus}"
+        return f"docker:{self.image_digest or self.recipe.image}:gpus={self.use_gpus}"
 
     def prepare(self) -> None:
         self.client = self.client or connect()
-        image = self.ensure_image(self.recipe_.image)
+        image = self.ensure_image(self.recipe.image)
         self.image_digest = (image.attrs.get("RepoDigests") or [image.id])[0]
-        if self.recipe_.build_image:
+        if self.recipe.build_image:
             self.ensure_build_image()
         self.ulimits = self._usable_ulimits(image.id)
-        if self.recipe_.gpus == "auto":
+        if self.recipe.gpus == "auto":
             self.use_gpus = "nvidia" in (self.client.info().get("Runtimes") or {})
         left = self.client.containers.list(all=True, filters={
             "label": f"{LABEL}.state={self.state_label}"})
@@ -166,7 +166,7 @@ class DockerBackend(ThreadedRounds):
         return [Ulimit(name="memlock", soft=hard, hard=hard), NGC_ULIMITS[1]]
 
     def ensure_build_image(self):
-        r = self.recipe_
+        r = self.recipe
         if not r.build_dockerfile:
             return self.ensure_image(r.build_image)
         try:
@@ -187,7 +187,7 @@ class DockerBackend(ThreadedRounds):
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         self.session = req.session
         wt = self._checkout(req, on_phase, clean=True)
-        r = self.recipe_
+        r = self.recipe
         key = ArtifactStore.key(req.commit, r.image or "", r.build_key())
         logs: dict[str, Path] = {}
         art = self.artifacts.get(key)
@@ -231,14 +231,14 @@ class DockerBackend(ThreadedRounds):
         if admin is not None:
             mounts.append(Mount(admin, str(admin), read_only=False))
         mounts.append(Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw))
-        return mounts + list(self.recipe_.mounts)
+        return mounts + list(self.recipe.mounts)
 
     def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,
                    artifacts: Path, log: Path, timeout: float | None, *,
                    artifacts_rw: bool) -> tuple[int | None, float, bool]:
         if self.cancelled.is_set():
             raise Cancelled()
-        r = self.recipe_
+        r = self.recipe
         ccache = self.cache_dir / "ccache"
         ccache.mkdir(parents=True, exist_ok=True)
         mounts = self._mounts(req, wt, artifacts, artifacts_rw)

@@ -211,7 +211,9 @@ class SlurmBackend:
         for req in requests:
             try:
                 # One worktree per commit: jobs of an interrupted round may still use theirs.
-                wt = self.worktrees.checkout(req.commit[:12], req.commit, clean=True)
+                wt = self.worktrees.checkout(req.commit[:12], req.commit, clean=True,
+                                             keep=tuple(self.recipe.keep),
+                                             submodules=self.recipe.submodules)
             except CheckoutError as exc:
                 early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue

@@ -1,0 +1,86 @@
+"""The package's shape, read from its imports: no import cycles, a pure search, backends
+that know only their shared interface, and a report that needs no repository."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "bisect_ngc"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    """Modules of this package (and others, by top name) that `path` imports."""
+    tree = ast.parse(path.read_text())
+    me = module_name(path).split(".")
+    package = me if path.name == "__init__.py" else me[:-1]
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            found.add(mod)
+            if not node.module:      # from . import x
+                found |= {f"{mod}.{a.name}" for a in node.names}
+    return found
+
+
+MODULES = {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def graph(top_level_only: bool = True) -> dict[str, set[str]]:
+    return {name: {m for m in imports(path, top_level_only) if m in MODULES and m != name}
+            for name, path in MODULES.items()}
+
+
+def test_no_import_cycles():
+    edges = graph()
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in edges[node]:
+            assert state.get(nxt) != 1, "import cycle: " + " -> ".join(trail + [nxt])
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_the_search_is_pure():
+    used = imports(MODULES["bisect_ngc.search"], top_level_only=False)
+    assert not {m for m in used if m.startswith("bisect_ngc")}
+    assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}
+
+
+def test_backends_know_only_their_interface():
+    everything = graph(top_level_only=False)
+    backends = {n for n in MODULES if n.startswith("bisect_ngc.backends.")} - \
+        {"bisect_ngc.backends.base"}
+    for name in backends:
+        assert not everything[name] & (backends - {name}), f"{name} imports a sibling backend"
+        assert not everything[name] & {"bisect_ngc.question", "bisect_ngc.engine",
+                                       "bisect_ngc.cli"}
+
+
+def test_the_report_opens_no_repository():
+    used = imports(MODULES["bisect_ngc.report"], top_level_only=False)
+    assert not used & {"git", "bisect_ngc.history", "bisect_ngc.releases", "subprocess"}
+
+
+def test_only_question_and_the_registry_name_concrete_backends():
+    everything = graph(top_level_only=False)
+    concrete = {"bisect_ngc.backends.local", "bisect_ngc.backends.docker",
+                "bisect_ngc.backends.slurm"}
+    users = {n for n, deps in everything.items() if deps & concrete} - concrete
+    assert users <= {"bisect_ngc.backends", "bisect_ngc.commands.catalog"}, users
