@@ -271,3 +271,45 @@ def test_a_report_needs_neither_the_repository_nor_the_network(tmp_path, run_cli
     assert "change 11" in (tmp_path / "r.md").read_text()     # titles from the store
     assert not (tmp_path / "cache").exists() and not (tmp_path / "st" / "repos").exists()
     assert res["first_new_title"] == "change 11"
+
+
+# --- issue 15: what a PyTorch-scale run showed -----------------------------------------------
+
+def test_a_build_tree_survives_the_clean_between_probes(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 40, 23)
+    build = ('mkdir -p build; [ -e build/first ] || touch build/first untracked; '
+             'echo x >> build/count; ' + BUILD)
+    argv = args_for(tmp_path / "r", tmp_path / "st", TEST)
+    argv[argv.index(BUILD)] = build
+    code, out, _ = run_cli(argv)
+    assert code == 0 and json.loads(out)["first_new"] == shas[23]
+    slots = list((tmp_path / "st" / "worktrees").glob("*/slot-*"))
+    builds = sum(len((s / "build" / "count").read_text().split()) for s in slots)
+    assert builds == json.loads(out)["probes"] > len(slots)   # build trees kept, per slot
+    reused = [s for s in slots if len((s / "build" / "count").read_text().split()) > 1]
+    assert reused and not any((s / "untracked").exists() for s in reused)  # the rest is cleaned
+
+
+def _repo_with_a_dead_submodule(path: Path) -> list[str]:
+    make_repo(path, 6, 3)
+    subprocess.run(["git", "-C", str(path), "checkout", "-q", "main"], check=True)
+    (path / ".gitmodules").write_text('[submodule "third_party/sub1"]\n'
+                                      '\tpath = third_party/sub1\n'
+                                      '\turl = https://127.0.0.1:9/sub1.git\n')
+    subprocess.run(["git", "-C", str(path), "update-index", "--add", "--cacheinfo",
+                    f"160000,{'1' * 40},third_party/sub1"], check=True)
+    subprocess.run(["git", "-C", str(path), "add", ".gitmodules"], check=True)
+    subprocess.run(["git", "-C", str(path), "commit", "-qm", "add a submodule"], check=True)
+    return subprocess.run(["git", "-C", str(path), "rev-list", "--first-parent", "--reverse",
+                           "main"], capture_output=True, text=True).stdout.split()
+
+
+def test_an_unreachable_submodule_is_named_and_can_be_left_out(tmp_path, run_cli):
+    shas = _repo_with_a_dead_submodule(tmp_path / "r")
+    argv = args_for(tmp_path / "r", tmp_path / "st", TEST)
+    argv[argv.index("--old") + 1] = shas[0]
+    code, out, err = run_cli(argv)
+    res = json.loads(out)
+    assert code == 3 and "submodule update failed" in res["endpoint_reasons"]["new"]
+    code, out, _ = run_cli(argv[:-1] + ["--json", "--no-submodules"])
+    assert code == 0 and json.loads(out)["first_new"] == shas[3]
