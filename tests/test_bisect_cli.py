@@ -303,3 +303,17 @@ def test_second_process_on_same_state_gets_a_clear_error(tmp_path, counter):
     proc = spawn(args + ["--json"], env)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and json.loads(out)["status"] == "found"
+
+
+def test_json_speaks_one_vocabulary(tmp_path, counter, run_cli):
+    make_repo(tmp_path / "r", 30, 12)
+    _, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
+    res = json.loads(out)
+    _, out, _ = run_cli(["plan", "--repo", tmp_path / "r", "--old", "main~29", "--new", "main",
+                         "--test", "true", "--json"])
+    plan = json.loads(out)
+    _, out, _ = run_cli(["status", "--state", tmp_path / "st", "--json"])
+    status = json.loads(out)[0]
+    assert res["n_candidates"] == plan["n_candidates"] == status["n_candidates"] == 29
+    assert isinstance(res["candidates"], list) and "candidates" not in plan | status
+    assert res["probes"] == status["probes"] and res["runs"] == status["runs"]

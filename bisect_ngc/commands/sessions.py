@@ -43,7 +43,7 @@ def status(state, session, as_json):
     rows = []
     for rec in [store.find(session)] if session else store.sessions():
         rows.append({"session": rec.id, "status": rec.status.value,
-                     "candidates": len(rec.candidates) - 1, **tally(store.probes(rec.id)),
+                     "n_candidates": len(rec.candidates) - 1, **tally(store.probes(rec.id)),
                      "first_new": rec.result.first_new if rec.result else None,
                      "updated": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.updated)),
                      "labels": rec.params.labels})
@@ -55,7 +55,7 @@ def status(state, session, as_json):
     for r in rows:
         where = f" -> {r['first_new'][:12]}" if r["first_new"] else ""
         span = f"{r['labels'].get('old', '?')}..{r['labels'].get('new', '?')}"
-        click.echo(f"{r['session']}  {r['status']:<17} {span}  {r['candidates']} candidates, "
+        click.echo(f"{r['session']}  {r['status']:<17} {span}  {r['n_candidates']} candidates, "
                    f"{r['probes']} probes ({r['cached']} cached), {r['rounds']} rounds"
                    f"{where}  [{r['updated']}]")
     return 0
