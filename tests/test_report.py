@@ -253,3 +253,19 @@ def test_html_in_commit_titles_is_escaped(tmp_path, run_cli):
     assert code == 0
     md = Path(json.loads(out)["report"]).read_text()
     assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt; &amp; more" in md
+
+
+def test_checkout_time_is_recorded_and_counted(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 40, 21)
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
+    res = json.loads(out)
+    _, log, _ = run_cli(["log", "--state", tmp_path / "st", "--json"])
+    rows = json.loads(log)
+    assert code == 0 and rows and all(r["checkout_s"] and r["checkout_s"] > 0 for r in rows)
+    md = Path(res["report"]).read_text()
+    total = sum(r["checkout_s"] for r in rows)
+    assert f"of which checkouts {total:.1f} s" in md
+    median = sorted(r["checkout_s"] + (r["build_s"] or 0) + (r["test_s"] or 0)
+                    for r in rows)[len(rows) // 2]
+    assert "median probe (checkout + build + test)" in md and median > 0
+    assert "the links are relative to this report" in md
