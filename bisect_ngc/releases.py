@@ -181,13 +181,11 @@ def release_from_facts(image: str, facts: dict) -> Release:
     if "torch_error" in facts or not facts.get("torch_version"):
         raise UserError(f"could not import torch in {image}: {facts.get('torch_error', '?')}",
                         hint="pass an image that has PyTorch installed")
+    from .verdicts import reported_commit
     match = NGC_IMAGE_RE.match(image)
-    git = facts.get("torch_git_version") or ""
     return Release(
         name=match.group(1) if match else image, image=image,
-        torch_version=facts["torch_version"],
-        torch_commit=git if re.fullmatch(r"[0-9a-f]{40}", git) else
-        facts["torch_version"].partition("+")[2].split(".")[0],
+        torch_version=facts["torch_version"], torch_commit=reported_commit(facts) or "",
         torch_verified="live", cuda=facts.get("cuda") or "", cuda_verified="live",
         transformer_engine=facts.get("transformer_engine") or "",
         te_verified="live", python=facts.get("python", ""), source="live")

@@ -8,6 +8,7 @@ everything else (timeouts, signals, a wrong torch in the container) may differ n
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -69,14 +70,25 @@ def judge_exit(code: int | None) -> tuple[Verdict, str, bool]:
     return Verdict.SKIP, f"test exited {code} (above 127: treated as a crash)", False
 
 
+def reported_commit(details: dict[str, Any]) -> str | None:
+    """The torch commit a run reports: `torch_git_version`, or where that is missing or
+    "Unknown" (as in NGC images) the local part of `torch_version`
+    (`2.5.0a0+b465a5843b.nv24.09` -> `b465a5843b`), a prefix of the sha."""
+    git = str(details.get("torch_git_version") or "")
+    if re.fullmatch(r"[0-9a-f]{40}", git):
+        return git
+    local = str(details.get("torch_version") or "").partition("+")[2].split(".")[0]
+    return local if re.fullmatch(r"[0-9a-f]{7,40}", local) else (git or None)
+
+
 def judge_run(run: RunFact, expect_commit: str | None = None) -> tuple[Verdict, str, bool]:
     """One test run. With expect_commit, the run's JSON must name that torch commit."""
     if run.timed_out:
         return Verdict.SKIP, f"test timed out{_secs(run.limit)}", False
     verdict, reason, cacheable = judge_exit(run.exit_code)
     if expect_commit and verdict is not Verdict.SKIP:
-        seen = run.details.get("torch_git_version")
-        if seen != expect_commit:
+        seen = reported_commit(run.details)
+        if not (seen and expect_commit.startswith(seen) and len(seen) >= 7):
             return (Verdict.SKIP, f"the container reports torch git version {seen or 'none'}, "
                                   f"not the probed commit {expect_commit[:12]}", False)
     return verdict, reason, cacheable

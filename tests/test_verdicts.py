@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from bisect_ngc.search import RepeatPolicy, Verdict
-from bisect_ngc.verdicts import BuildFact, RunFact, judge_exit, judge_probe, judge_run
+from bisect_ngc.verdicts import (BuildFact, RunFact, judge_exit, judge_probe, judge_run,
+                                 reported_commit)
 
 SHA = "ab" * 20
 
@@ -64,3 +65,15 @@ def test_a_skip_is_cached_only_when_every_skipping_run_asked_for_it():
     assert asked.verdict is Verdict.SKIP and asked.cacheable
     mixed = judge_probe(None, [RunFact(125), RunFact(-15)], RepeatPolicy.MAJORITY)
     assert mixed.verdict is Verdict.SKIP and not mixed.cacheable
+
+
+def test_an_ngc_image_reports_its_commit_in_the_version_when_git_version_is_unknown():
+    sha = "b465a5843b92f33fe3e89ff7ee91c6833df6aec0"
+    ngc = {"torch_git_version": "Unknown", "torch_version": "2.5.0a0+b465a5843b.nv24.09"}
+    assert reported_commit(ngc) == "b465a5843b"
+    assert judge_run(RunFact(0, details=ngc), sha)[0] is Verdict.PASS
+    assert judge_run(RunFact(0, details=ngc), "b465a5843c" + sha[10:])[0] is Verdict.SKIP
+    assert reported_commit({"torch_git_version": sha, "torch_version": "2.5.0"}) == sha
+    assert reported_commit({"torch_git_version": "Unknown", "torch_version": "2.5.0"}) == \
+        "Unknown"
+    assert judge_run(RunFact(0, details={"torch_git_version": "abc"}), sha)[0] is Verdict.SKIP
