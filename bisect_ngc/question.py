@@ -89,7 +89,7 @@ class Options:
     build_tree: bool | None = None
     retry_skips: bool = False
     check_torch_commit: bool | None = None
-    artifacts: Path | None = None
+    artifact_store: Path | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -230,7 +230,7 @@ def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
 
 
 def _artifacts(opts: Options, default: Path) -> Path:
-    return Path(opts.artifacts).expanduser().resolve() if opts.artifacts else default
+    return Path(opts.artifact_store).expanduser().resolve() if opts.artifact_store else default
 
 
 @dataclass
@@ -386,7 +386,7 @@ question_options = _stack(
                       "majority: the commoner of pass/fail wins; a tie is a skip."),
     cache_option,
     state_option,
-    click.option("--artifacts", type=click.Path(path_type=Path), default=None,
+    click.option("--artifact-store", type=click.Path(path_type=Path), default=None,
                  help="The content-addressed build store, shared by sessions and backends: a "
                       "build is reused wherever commit, image and build recipe match. "
                       "Default: CACHE/artifacts (Slurm: SHARED/artifacts)."),
@@ -422,7 +422,7 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",
                  "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
-                 "build_tree", "retry_skips", "check_torch_commit", "artifacts")
+                 "build_tree", "retry_skips", "check_torch_commit", "artifact_store")
 
 
 def options_from(params: dict[str, Any]) -> Options:

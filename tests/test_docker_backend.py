@@ -303,7 +303,7 @@ def test_a_build_made_by_docker_is_reused_by_slurm(tmp_path, run_cli):
         pytest.skip(SLURM_PROBLEM)
     shas = make_repo(tmp_path / "r", 12, 7)
     common = ["--repo", tmp_path / "r", "--old", "main~11", "--new", "main", "--image", IMAGE,
-              "--build", BUILD, "--test", TEST, "--artifacts", tmp_path / "wheels", "--quiet",
+              "--build", BUILD, "--test", TEST, "--artifact-store", tmp_path / "wheels", "--quiet",
               "--json", "--cache-dir", tmp_path / "cache"]
     code, out, err = run_cli(["bisect", "--backend", "docker", "--state", tmp_path / "d",
                               *common])
