@@ -10,7 +10,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 
 class Verdict(str, Enum):
@@ -78,6 +78,29 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Round |
         return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
                       old_outcome=old, new_outcome=new, skipped=skipped)
     return Round(_split(lo, hi, n_untested, verdicts, jobs))
+
+
+def next_in_subset(n: int, verdicts: Mapping[int, Verdict], subset: Collection[int],
+                   jobs: int = 1) -> Round | None:
+    """The next round that probes only indices of `subset` (what a cheaper tier can
+    probe, e.g. the commits that have a prebuilt wheel), or None once that tier cannot
+    narrow the range further. The same search, run on the subset's points inside the
+    open interval, with the interval's ends as its endpoints."""
+    ends = tuple(i for i in (0, n - 1) if i not in verdicts)
+    if ends:
+        mine = tuple(i for i in ends if i in subset)
+        return Round(mine) if mine else None
+    old, new = verdicts[0], verdicts[n - 1]
+    if Verdict.SKIP in (old, new) or old is new:
+        return None
+    lo, hi = open_interval(n, verdicts)
+    inner = sorted(i for i in set(subset) if lo < i < hi)
+    if all(i in verdicts for i in inner):
+        return None
+    coarse = [lo, *inner, hi]
+    step = next_step(len(coarse), {k: verdicts[i] for k, i in enumerate(coarse)
+                                   if i in verdicts}, jobs)
+    return Round(tuple(coarse[k] for k in step.indices)) if isinstance(step, Round) else None
 
 
 def open_interval(n: int, verdicts: Mapping[int, Verdict]) -> tuple[int, int]:
@@ -233,5 +256,6 @@ def ceil_log(x: int, base: int) -> int:
     return r
 
 
-__all__ = ["Verdict", "Status", "RepeatPolicy", "Round", "Result", "next_step", "open_interval",
+__all__ = ["Verdict", "Status", "RepeatPolicy", "Round", "Result", "next_step", "next_in_subset",
+           "open_interval",
            "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]

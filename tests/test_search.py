@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from bisect_ngc.search import (Round, RepeatPolicy, Result, Status, Verdict, ceil_log,
                                combine_runs, expected_probes, expected_rounds, next_step,
-                               runs_settled)
+                               next_in_subset, runs_settled)
 
 
 def simulate(n, t, skips, jobs=1, old=Verdict.PASS):
@@ -158,3 +158,72 @@ def test_runs_settled_means_no_later_run_changes_the_answer(runs, total, policy)
 def test_ceil_log_is_exact_on_powers():
     assert [ceil_log(x, 2) for x in (1, 2, 3, 4, 5, 1024, 1025)] == [0, 1, 2, 2, 3, 10, 11]
     assert ceil_log(125, 5) == 3 and ceil_log(126, 5) == 4
+
+
+# --- tiers: cheaper probes on a subset first ---------------------------------------------
+
+def simulate_tiers(n, t, tiers, jobs=1, skips=frozenset()):
+    """Cheapest tier first; each tier narrows as far as its own points allow, then the
+    next; the last, the plain search, may probe anything. Returns the result and the
+    probes each tier made."""
+    verdicts, made = {}, [0] * (len(tiers) + 1)
+    while True:
+        for k, subset in enumerate(tiers):
+            step = next_in_subset(n, verdicts, subset, jobs)
+            if step is not None:
+                assert set(step.indices) <= set(subset)
+                break
+        else:
+            k, step = len(tiers), next_step(n, verdicts, jobs)
+            if isinstance(step, Result):
+                return step, made
+        for i in step.indices:
+            assert i not in verdicts, "never probes a commit twice"
+            made[k] += 1
+            verdicts[i] = Verdict.SKIP if i in skips else \
+                Verdict.FAIL if i >= t else Verdict.PASS
+
+
+@st.composite
+def tiered(draw):
+    n = draw(st.integers(2, 5000))
+    t = draw(st.integers(1, n - 1))
+    coarse = draw(st.sets(st.integers(0, n - 1), max_size=40))
+    finer = coarse | draw(st.sets(st.integers(0, n - 1), max_size=200))
+    return n, t, [sorted(coarse | {0, n - 1}), sorted(finer)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(tiered(), st.integers(1, 8))
+def test_tiers_find_the_same_transition(case, jobs):
+    n, t, tiers = case
+    result, _ = simulate_tiers(n, t, tiers, jobs)
+    assert result.status is Status.FOUND and result.first_new == t
+
+
+@settings(max_examples=300, deadline=None)
+@given(tiered())
+def test_the_last_tier_only_searches_between_adjacent_points_of_the_others(case):
+    n, t, tiers = case
+    _, made = simulate_tiers(n, t, tiers)
+    points = sorted(set(tiers[0]) | set(tiers[1]))
+    lo = max(p for p in points if p < t)
+    hi = min(p for p in points if p >= t)
+    assert made[-1] <= ceil_log(max(hi - lo, 1), 2)
+
+
+def test_a_tier_without_the_endpoints_leaves_them_to_the_next():
+    assert next_in_subset(100, {}, [5, 50]) is None
+    assert next_in_subset(100, {}, [0, 50]) == Round((0,))
+    assert next_in_subset(100, {0: Verdict.PASS, 99: Verdict.PASS}, [50]) is None
+
+
+@given(tiered())
+def test_skips_in_a_tier_never_change_the_answer_when_a_build_can_decide(case):
+    n, t, tiers = case
+    skipped = frozenset(i for i in tiers[1] if 0 < i < n - 1 and i % 3 == 0)
+    result, _ = simulate_tiers(n, t, tiers, skips=skipped)
+    if result.status is Status.FOUND:
+        assert result.first_new == t
+    else:
+        assert result.status is Status.AMBIGUOUS and t in result.candidates
