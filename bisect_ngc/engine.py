@@ -1,14 +1,18 @@
-"""Drives one bisection: search -> cache -> backend -> store, round after round."""
+"""Drives one bisection: search -> cache -> backend -> store, round after round.
+
+Cheaper tiers go first: each narrows the range as far as its prebuilt artifacts allow
+(NGC images as they are, then nightly wheels), and builds search only what is left."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .backends.base import Backend, ProbeOutcome, ProbeRequest
+from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .history import History
 from .recipes import Recipe
-from .search import RepeatPolicy, Result, Round, Verdict, next_step, open_interval
+from .search import (RepeatPolicy, Result, Round, Verdict, next_in_subset, next_step,
+                     open_interval)
 from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
                     SessionStatus, Store, digest)
 
@@ -25,11 +29,20 @@ class Range:
     labels: dict[str, Any]     # how the user named the endpoints (release, image, rev)
 
 
+@dataclass
+class Tier:
+    """Prebuilt artifacts of one kind, by candidate index."""
+
+    name: str                       # "image" | "nightly"
+    sources: dict[int, Source]
+
+
 class Events:
     """Progress hooks; the CLI's displays override what they show."""
 
     def session(self, record: SessionRecord, resumed: int) -> None: ...
-    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int) -> None: ...
+    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
+              tier: str = "build") -> None: ...
     def phase(self, req: ProbeRequest, phase: str) -> None: ...
     def probe(self, rec: ProbeRecord) -> None: ...
     def close(self) -> None: ...
@@ -47,7 +60,8 @@ class Settings:
 class Bisection:
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
-                 ships: Callable[[str], list[dict[str, str]]] | None = None):
+                 ships: Callable[[str], list[dict[str, str]]] | None = None,
+                 tiers: list[Tier] | None = None):
         self.store = store
         self.span = span
         self.recipe = recipe
@@ -55,6 +69,7 @@ class Bisection:
         self.settings = settings or Settings()
         self.events = events or Events()
         self.ships = ships or (lambda sha: [])
+        self.tiers = [t for t in tiers or [] if t.sources]
         self.build_key = recipe.build_key()
         self.test_key = digest([recipe.test_key(), self.settings.repeat,
                                 self.settings.policy.value])
@@ -81,8 +96,20 @@ class Bisection:
         self.store.create_session(sid, params, self.span.candidates)
         return self.store.session(sid), False
 
-    def cache_key(self, commit: str) -> CacheKey:
-        return CacheKey(self.span.repo_id, commit, self.build_key, self.test_key, self.env)
+    def cache_key(self, commit: str, source: Source | None = None) -> CacheKey:
+        if source is None:
+            return CacheKey(self.span.repo_id, commit, self.build_key, self.test_key, self.env)
+        return CacheKey(self.span.repo_id, commit, digest([source.tier, source.ref]),
+                        digest([self.test_key, source.tier]), self.env)
+
+    def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
+        """The cheapest tier that can still narrow the range, and its round; else builds."""
+        n = len(self.span.candidates)
+        for tier in self.tiers:
+            step = next_in_subset(n, verdicts, tier.sources, self.settings.jobs)
+            if step is not None:
+                return tier, step
+        return None, next_step(n, verdicts, self.settings.jobs)
 
     def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
@@ -96,13 +123,13 @@ class Bisection:
         n = len(self.span.candidates)
         try:
             while True:
-                step = next_step(n, verdicts, self.settings.jobs)
+                tier, step = self.plan(verdicts)
                 if isinstance(step, Result):
                     result = self.result(step)
                     self.store.set_status(sid, SessionStatus(step.status.value), result)
                     return result
                 rnd += 1
-                self._round(sid, rnd, step, verdicts)
+                self._round(sid, rnd, step, verdicts, tier)
         except BaseException:
             self.backend.cancel()
             self.store.set_status(sid, SessionStatus.INTERRUPTED)
@@ -114,16 +141,19 @@ class Bisection:
         """Commit titles go to the store as probes happen: reports never open the repo."""
         self.store.remember_commits(self.span.history.info(shas).values())
 
-    def _cached(self, commit: str) -> ProbeRecord | None:
-        return self.store.cache_get(self.cache_key(commit), skips=not self.settings.retry_skips)
+    def _cached(self, commit: str, source: Source | None = None) -> ProbeRecord | None:
+        return self.store.cache_get(self.cache_key(commit, source),
+                                    skips=not self.settings.retry_skips)
 
-    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict]) -> None:
+    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
+               tier: Tier | None = None) -> None:
         lo, hi = open_interval(len(self.span.candidates), verdicts)
-        self.events.round(rnd, step.indices, lo, hi)
+        self.events.round(rnd, step.indices, lo, hi, tier.name if tier else "build")
         requests = []
         for i in step.indices:
             commit = self.span.candidates[i]
-            hit = self._cached(commit)
+            source = tier.sources[i] if tier else None
+            hit = self._cached(commit, source)
             if hit is not None:
                 hit.round, hit.idx = rnd, i
                 hit.started = hit.ended = time.time()
@@ -132,7 +162,7 @@ class Bisection:
                 verdicts[i] = hit.verdict
                 self.events.probe(hit)
                 continue
-            requests.append(self.request(sid, i, len(requests)))
+            requests.append(self.request(sid, i, len(requests), source))
         if not requests:
             return
         started = time.time()
@@ -143,17 +173,19 @@ class Bisection:
             self.store.add_probe(sid, rec)
             self._remember([req.commit])
             if outcome.cacheable:
-                self.store.cache_put(self.cache_key(req.commit), rec)
+                self.store.cache_put(self.cache_key(req.commit, req.source), rec)
             verdicts[req.index] = rec.verdict
             self.events.probe(rec)
 
-    def request(self, sid: str, index: int, slot: int) -> ProbeRequest:
+    def request(self, sid: str, index: int, slot: int,
+                source: Source | None = None) -> ProbeRequest:
         commit = self.span.candidates[index]
+        logs = self.store.root / "logs" / sid / commit[:12]
         return ProbeRequest(
             session=sid, commit=commit, index=index, slot=slot, runs=self.settings.repeat,
-            policy=self.settings.policy, log_dir=self.store.root / "logs" / sid / commit[:12],
+            policy=self.settings.policy, log_dir=logs / source.tier if source else logs,
             artifacts=self.store.root / "artifacts" / self.build_key[:12] / commit,
-            expect_commit=self.recipe.expect_torch_commit)
+            expect_commit=self.recipe.expect_torch_commit, source=source)
 
     def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
         """The session a run would use now, and its verdicts so far; changes nothing."""
@@ -166,20 +198,22 @@ class Bisection:
     def peek(self) -> Result | list[ProbeRequest]:
         """The probes the next round would run (cache hits left out), or the result."""
         sid, verdicts = self.predicted_session()
-        n = len(self.span.candidates)
         while True:
-            step = next_step(n, verdicts, self.settings.jobs)
+            tier, step = self.plan(verdicts)
             if isinstance(step, Result):
                 return step
-            hits = {i: self._cached(self.span.candidates[i]) for i in step.indices}
+            src = {i: tier.sources[i] if tier else None for i in step.indices}
+            hits = {i: self._cached(self.span.candidates[i], src[i]) for i in step.indices}
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
-                return [self.request(sid, i, slot) for slot, i in enumerate(wanted)]
+                return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
             verdicts.update({i: hit.verdict for i, hit in hits.items()})
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
-        details = dict(out.details)
+        details = dict(out.details, tier=req.tier)
+        if req.source:
+            details["source"] = req.source.label
         if out.checkout_s is not None:
             details["checkout_s"] = round(out.checkout_s, 3)
         return ProbeRecord(
@@ -191,19 +225,25 @@ class Bisection:
     def result(self, found: Result) -> SessionResult:
         cands = self.span.candidates
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
-        reasons = {}
+        reasons, explanation = {}, found.explanation
         if found.status.value == "invalid-endpoints":
             by_idx = {p.idx: p for p in self.store.probes(self.session.id)}
+            seen = []
             for side, i in (("old", 0), ("new", len(cands) - 1)):
-                if i in by_idx and by_idx[i].verdict is Verdict.SKIP:
-                    reasons[side] = by_idx[i].reason
+                p = by_idx.get(i)
+                if p and p.verdict is Verdict.SKIP:
+                    reasons[side] = p.reason
+                if p and p.details.get("source"):
+                    seen.append(f"{p.details['source']}: {p.verdict.value}")
+            if seen:
+                explanation += f" ({'; '.join(seen)}; nothing was built)"
         first = sha(found.first_new)
         return SessionResult(
             status=found.status.value, first_new=first, last_old=sha(found.last_old),
             candidates=[cands[i] for i in found.candidates],
             old_outcome=found.old_outcome.value if found.old_outcome else None,
             new_outcome=found.new_outcome.value if found.new_outcome else None,
-            skipped=[cands[i] for i in found.skipped], explanation=found.explanation,
+            skipped=[cands[i] for i in found.skipped], explanation=explanation,
             n_candidates=len(cands) - 1, endpoint_reasons=reasons,
             ships=self.ships(first) if first else [])
 
@@ -215,4 +255,5 @@ def tally(probes: list[ProbeRecord]) -> dict[str, int]:
     return {"probes": sum(1 for p in probes if not p.cached),
             "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
             "cached": sum(1 for p in probes if p.cached),
-            "rounds": len({p.round for p in probes})}
+            "rounds": len({p.round for p in probes}),
+            "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build")}

@@ -35,13 +35,16 @@ class _Tracker(Events):
         self.durations: list[float] = []
         self.lock = threading.Lock()
         self.candidates: list[str] = []
+        self.tier = "build"
 
     def session(self, record: SessionRecord, resumed: int) -> None:
         self.candidates = record.candidates
         self.n = self.left = len(record.candidates)
 
-    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int) -> None:
+    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
+              tier: str = "build") -> None:
         self.rnd = number
+        self.tier = tier
         self.left = max(hi - lo - 1, 0)
 
     def phase(self, req: ProbeRequest, phase: str) -> None:
@@ -87,9 +90,11 @@ class PlainEvents(_Tracker):
         how = f"resuming ({resumed} probes already done)" if resumed >= 0 else "starting"
         self._say(f"session {record.id}: {how}; {self.n} candidates")
 
-    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int) -> None:
-        super().round(number, indices, lo, hi)
-        self._say(f"round {number}: probing {len(indices)} commit(s); {self.left} commits left, "
+    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
+              tier: str = "build") -> None:
+        super().round(number, indices, lo, hi, tier)
+        what = "building and testing" if tier == "build" else f"testing {tier}s of"
+        self._say(f"round {number}: {what} {len(indices)} commit(s); {self.left} commits left, "
                   f"~{self.steps_left()} round(s) to go, eta {_fmt(self.eta())}")
 
     def probe(self, rec: ProbeRecord) -> None:
@@ -111,7 +116,7 @@ class RichEvents(_Tracker):
         self.live.start()
 
     def _render(self) -> Group:
-        head = Text(f"round {self.rnd} · {self.left} of {self.n} commits left · "
+        head = Text(f"round {self.rnd} ({self.tier}) · {self.left} of {self.n} commits left · "
                     f"~{self.steps_left()} round(s) to go · eta {_fmt(self.eta())}", style="bold")
         table = Table(box=None, show_header=True, header_style="dim")
         table.add_column("commit")

@@ -21,13 +21,14 @@ import click
 
 from . import backends
 from .backends.base import Backend, BackendSetup
-from .engine import Bisection, Events, Range, Settings
+from .engine import Bisection, Events, Range, Settings, Tier
 from .errors import UserError
 from .history import History, redact_url
 from .recipes import Recipe, local_cuda_arch, pytorch_preset
 from .releases import UPSTREAM, Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .store import Store
+from .tiers import PYTORCH_NIGHTLY, image_tier, list_nightlies, nightly_tier
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -90,6 +91,10 @@ class Options:
     retry_skips: bool = False
     check_torch_commit: bool | None = None
     artifact_store: Path | None = None
+    no_images: bool = False
+    no_nightlies: bool = False
+    nightly_index: str | None = None
+    nightly_urls: Path | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -181,7 +186,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     """The one Recipe for these options, whichever backend runs it."""
     timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
     if not opts.release_mode:
-        return Recipe(build=opts.build, test=opts.test, image=opts.image,
+        return Recipe(build=opts.build, test=opts.test, test_as_is=opts.test, image=opts.image,
                       build_image=opts.build_image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
                       keep=list(opts.keep), submodules=not opts.no_submodules,
@@ -207,7 +212,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     if opts.build_image:
         recipe.build_image, recipe.build_dockerfile = opts.build_image, None
     if opts.test:
-        recipe.test, recipe.expect_torch_commit = opts.test, False
+        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = opts.test, opts.test, False
         recipe.subject = "The failure"
     if opts.check_torch_commit is not None:
         recipe.expect_torch_commit = opts.check_torch_commit
@@ -246,10 +251,41 @@ class Question:
     recipe: Recipe
     backend: Backend | None
     span_error: UserError | None = None
+    say: Callable[[str], None] = print
 
-    def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
+    def bisection(self, settings: Settings, events: Events | None = None, *,
+                  prebuilt: bool = True) -> Bisection:
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
-                         events=events, ships=self.ships)
+                         events=events, ships=self.ships,
+                         tiers=self.tiers() if prebuilt else [])
+
+    def tiers(self) -> list[Tier]:
+        """Release mode's prebuilt tiers, cheapest first, that this backend can probe."""
+        o, can = self.opts, self.backend.tiers
+        if not o.release_mode:
+            return []
+        wanted = [t for t, off in (("image", o.no_images), ("nightly", o.no_nightlies))
+                  if not off]
+        if [t for t in wanted if t not in can]:
+            self.say(f"the {self.backend.name} backend probes no prebuilt images or nightlies "
+                     "yet: every probe builds")
+        out = []
+        if "image" in wanted and "image" in can:
+            out.append(image_tier(self.span, self.catalog, self.old, self.new))
+        if "nightly" in wanted and "nightly" in can:
+            rel = self.old.release
+            index = o.nightly_index or (PYTORCH_NIGHTLY.format(
+                cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
+            try:
+                found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
+            except UserError as exc:
+                self.say(f"{exc.message}; going on without nightlies")
+                found = []
+            tier = nightly_tier(self.span, found, o.cache_dir, self.say)
+            self.say(f"{len(tier.sources)} nightly wheel(s) map onto the range" if tier.sources
+                     else "no nightly wheel covers the range; going on without nightlies")
+            out.append(tier)
+        return out
 
     def ships(self, sha: str) -> list[dict[str, str]]:
         """Catalog releases that do and do not contain sha (for the report)."""
@@ -272,10 +308,10 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     except UserError as exc:
         if not partial:
             raise
-        return Question(opts, store, catalog, old, new, None, recipe, None, exc)
+        return Question(opts, store, catalog, old, new, None, recipe, None, exc, say)
     backend = backends.create(opts.backend_name,
                               backend_setup(opts, span, recipe, store, say))
-    return Question(opts, store, catalog, old, new, span, recipe, backend)
+    return Question(opts, store, catalog, old, new, span, recipe, backend, None, say)
 
 
 # --- the options on the command line, and their meaning ---------------------------
@@ -339,6 +375,20 @@ question_options = _stack(
                  help="Require the test's last JSON line to report torch_git_version equal "
                       "to the probed commit, else the probe is a skip (default: on for the "
                       "release-mode repro, off for your own --test)."),
+    click.option("--no-images", is_flag=True,
+                 help="Release mode: do not test the NGC images as they are before building "
+                      "(the endpoints' images first, then the releases in between)."),
+    click.option("--nightly-index", default=None, metavar="URL",
+                 help="Release mode: a PEP 503 project page of nightly wheels to bisect "
+                      "before building. Default: PyTorch's nightly index for the base "
+                      "image's CUDA (e.g. https://download.pytorch.org/whl/nightly/cu126/"
+                      "torch/)."),
+    click.option("--nightly-urls", type=click.Path(path_type=Path, dir_okay=False),
+                 default=None, metavar="FILE",
+                 help="Release mode: nightly wheel URLs, one a line (old nightlies leave the "
+                      "index but stay downloadable)."),
+    click.option("--no-nightlies", is_flag=True,
+                 help="Release mode: do not use nightly wheels."),
     click.option("--retry-skips", is_flag=True,
                  help="Probe again the commits whose cached verdict is a skip (e.g. after "
                       "fixing the build); passes and failures stay cached."),
@@ -422,7 +472,8 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",
                  "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
-                 "build_tree", "retry_skips", "check_torch_commit", "artifact_store")
+                 "build_tree", "retry_skips", "check_torch_commit", "artifact_store",
+                 "no_images", "no_nightlies", "nightly_index", "nightly_urls")
 
 
 def options_from(params: dict[str, Any]) -> Options:

@@ -46,6 +46,7 @@ class Recipe:
     timeout: float | None = None            # seconds per test run
     build_timeout: float | None = None      # seconds per build
     subject: str = "The failure"            # the report's headline names what changed
+    test_as_is: str | None = None           # the test in a prebuilt image (no build to use)
 
     def build_key(self) -> str:
         """Everything that decides what a build produces."""
@@ -56,7 +57,8 @@ class Recipe:
 
     def test_key(self) -> str:
         """Everything that decides a test's verdict, given the build."""
-        return digest({"test": self.test, "image": self.image, "timeout": self.timeout,
+        return digest({"test": self.test, "as_is": self.test_as_is, "image": self.image,
+                       "timeout": self.timeout,
                        "expect_torch_commit": self.expect_torch_commit,
                        "env": sorted(self.env.items())})
 
@@ -119,13 +121,14 @@ def pytorch_preset(base_image: str, *, cuda_arch: str, max_jobs: int | None = No
     settings = {"cuda_arch": cuda_arch, "max_jobs": max_jobs or os.cpu_count() or 1,
                 "ccache_size": ccache_size, "extra_env": sorted((extra_env or {}).items())}
     build = render("pytorch-build.sh.j2", base_image=base_image, **settings)
-    test = render("pytorch-test.sh.j2", base_image=base_image,
-                  repro_parent=REPRO_IN_CONTAINER,
-                  repro_args=shlex.join(repro_args or []))
+    test, as_is = (render("pytorch-test.sh.j2", base_image=base_image, install=install,
+                          repro_parent=REPRO_IN_CONTAINER,
+                          repro_args=shlex.join(repro_args or []))
+                   for install in (True, False))
     dockerfile = render("builder.Dockerfile.j2", base_image=base_image,
                         recipe_hash=digest([build, settings])[:16])
     return Recipe(
-        image=base_image, build=build, test=test,
+        image=base_image, build=build, test=test, test_as_is=as_is,
         build_image=f"bisect-ngc/builder:{digest(dockerfile)[:12]}", build_dockerfile=dockerfile,
         mounts=[Mount(repro_dir(), f"{REPRO_IN_CONTAINER}/repro")],
         build_settings={k: v for k, v in settings.items() if k != "ccache_size"},

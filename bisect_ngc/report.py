@@ -73,7 +73,8 @@ def narrowing_svg(n: int, probes: list[ProbeRecord], title: str) -> str:
     for k, (rnd, lo, hi) in enumerate(rows):
         y = top + k * row_h
         left_n = max(hi - lo - 1, 0)
-        parts.append(f'<text x="10" y="{y + 14}">round {rnd}: {left_n} left</text>')
+        tier = next((p.details.get("tier", "build") for p in probes if p.round == rnd), "build")
+        parts.append(f'<text x="10" y="{y + 14}">round {rnd} ({tier}): {left_n} left</text>')
         parts.append(f'<rect x="{left}" y="{y + 6}" width="{span}" height="10" fill="#f1f3f5"/>')
         parts.append(f'<rect x="{x(lo):.1f}" y="{y + 4}" width="{max(x(hi) - x(lo), 2):.1f}" '
                      f'height="14" fill="#4dabf7" fill-opacity="0.55"/>')

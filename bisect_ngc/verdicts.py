@@ -82,15 +82,17 @@ def reported_commit(details: dict[str, Any]) -> str | None:
 
 
 def judge_run(run: RunFact, expect_commit: str | None = None) -> tuple[Verdict, str, bool]:
-    """One test run. With expect_commit, the run's JSON must name that torch commit."""
+    """One test run. With expect_commit (one sha, or several separated by commas, any of
+    which will do), the run's JSON must name that torch commit."""
     if run.timed_out:
         return Verdict.SKIP, f"test timed out{_secs(run.limit)}", False
     verdict, reason, cacheable = judge_exit(run.exit_code)
     if expect_commit and verdict is not Verdict.SKIP:
+        accepted = [e for e in expect_commit.split(",") if e]
         seen = reported_commit(run.details)
-        if not (seen and expect_commit.startswith(seen) and len(seen) >= 7):
+        if not (seen and len(seen) >= 7 and any(e.startswith(seen) for e in accepted)):
             return (Verdict.SKIP, f"the container reports torch git version {seen or 'none'}, "
-                                  f"not the probed commit {expect_commit[:12]}", False)
+                                  f"not the probed commit {accepted[0][:12]}", False)
     return verdict, reason, cacheable
 
 

@@ -38,6 +38,17 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Source:
+    """A prebuilt way to probe one candidate, cheaper than a build: an NGC image as it is,
+    or a nightly wheel."""
+
+    tier: str          # "image" | "nightly"
+    ref: str           # the image reference, or the wheel's URL
+    label: str         # for people: "NGC 24.09", "nightly 2024-09-01"
+    reports: str = ""  # the torch commit the artifact reports, where not the candidate
+
+
+@dataclass(frozen=True)
 class ProbeRequest:
     session: str
     commit: str
@@ -48,6 +59,18 @@ class ProbeRequest:
     log_dir: Path             # absolute; the backend writes build.log / test-N.log here
     artifacts: Path           # absolute; BISECT_ARTIFACTS for this commit
     expect_commit: bool = False   # the test's JSON must report torch_git_version == commit
+    source: Source | None = None  # probe this prebuilt artifact instead of building
+
+    @property
+    def tier(self) -> str:
+        return self.source.tier if self.source else "build"
+
+    @property
+    def expected(self) -> str | None:
+        """The torch commit the test must report, if it is checked."""
+        if not self.expect_commit:
+            return None
+        return (self.source.reports if self.source and self.source.reports else self.commit)
 
 
 @dataclass
@@ -69,6 +92,7 @@ class BackendSetup:
 
 class Backend(Protocol):
     name: str
+    tiers: tuple[str, ...]      # the kinds of Source it can probe besides builds
 
     def describe(self) -> dict[str, Any]:
         """Where and how probes run (partitions, host, image digest), for plans and reports."""
@@ -119,11 +143,11 @@ def last_json_line(text: str) -> dict[str, Any]:
     return {}
 
 
-def run_tests(req: ProbeRequest, on_phase: PhaseCallback, run_once: Callable[[int], RunFact],
-              build: BuildFact | None) -> ProbeOutcome:
+def run_tests(req: ProbeRequest, on_phase: PhaseCallback,
+              run_once: Callable[[int], RunFact] | None, build: BuildFact | None) -> ProbeOutcome:
     """Up to req.runs test executions, stopping once the verdict is settled; none when
     the build failed."""
-    expect = req.commit if req.expect_commit else None
+    expect = req.expected
     facts: list[RunFact] = []
     if build is not None and judge_build(build) is not None:
         return judge_probe(build, facts, req.policy, expect)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import io
 import os
 import resource
+import shutil
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,6 +83,7 @@ def _short(exc: BaseException) -> str:
 
 class DockerBackend(ThreadedRounds):
     name = "docker"
+    tiers = ("image", "nightly")
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, artifacts: ArtifactStore,
                  cache_dir: Path, state_dir: Path, say: Callable[[str], None] | None = None,
@@ -188,6 +191,57 @@ class DockerBackend(ThreadedRounds):
         self.session = req.session
         wt = self._checkout(req, on_phase, clean=True)
         r = self.recipe
+        logs: dict[str, Path] = {}
+        if req.tier == "image":      # the image as it is: nothing to build or install
+            image, test, art_path = req.source.ref, r.test_as_is or r.test, self._empty()
+            self.ensure_image(image)
+            build = None
+            details: dict[str, Any] = {}
+        elif req.tier == "nightly":
+            on_phase(req, "download")
+            image, test, art_path = r.image, r.test, self._download(req).path
+            build, details = None, {}
+        else:
+            image, test = r.image, r.test
+            art_path, build, details, logs = self._build(req, on_phase, wt)
+            if art_path is None:      # the build failed: no test to run
+                return _annotated(run_tests(req, on_phase, None, build), logs, details)
+
+        def once(i: int) -> RunFact:
+            logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
+            code, secs, timed_out = self._container(req, "test", image, test, wt, art_path,
+                                                    log, r.timeout, artifacts_rw=False)
+            return RunFact(code, secs, timed_out, r.timeout,
+                           last_json_line(log.read_text(errors="replace")))
+
+        return _annotated(run_tests(req, on_phase, once, build), logs, details)
+
+    def _empty(self) -> Path:
+        path = self.cache_dir / "empty"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _download(self, req: ProbeRequest):
+        """The nightly wheel, fetched once into the artifact store."""
+        key = ArtifactStore.key(req.commit, "nightly", req.source.ref)
+        art = self.artifacts.get(key)
+        if art is not None:
+            return art
+        self.say(f"downloading {req.source.label}: {req.source.ref}")
+        with self.artifacts.staging(key) as staging:
+            name = req.source.ref.rstrip("/").rsplit("/", 1)[-1].split("#")[0]
+            try:
+                with urllib.request.urlopen(req.source.ref, timeout=120) as resp, \
+                        open(staging / name, "wb") as out:
+                    shutil.copyfileobj(resp, out)
+            except (OSError, ValueError) as exc:
+                raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
+            return self.artifacts.publish(key, staging, {"commit": req.commit,
+                                                          "url": req.source.ref})
+
+    def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path):
+        """(artifact path or None, BuildFact or None, details, logs) for a source build."""
+        r = self.recipe
         key = ArtifactStore.key(req.commit, r.image or "", r.build_key())
         logs: dict[str, Path] = {}
         art = self.artifacts.get(key)
@@ -208,18 +262,7 @@ class DockerBackend(ThreadedRounds):
                         "commit": req.commit, "image": r.image,
                         "image_digest": self.image_digest, "build_s": secs,
                         "settings": r.build_settings, "backend": self.name})
-
-        def once(i: int) -> RunFact:
-            logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
-            code, secs, timed_out = self._container(req, "test", r.image, r.test, wt, art.path,
-                                                    log, r.timeout, artifacts_rw=False)
-            return RunFact(code, secs, timed_out, r.timeout,
-                           last_json_line(log.read_text(errors="replace")))
-
-        outcome = run_tests(req, on_phase, once, build)
-        outcome.logs = logs
-        outcome.details = dict(outcome.details, **details)
-        return outcome
+        return (art.path if art else None), build, details, logs
 
     def _mounts(self, req: ProbeRequest, wt: Path, artifacts: Path, artifacts_rw: bool
                 ) -> list[Mount]:
@@ -317,6 +360,13 @@ class DockerBackend(ThreadedRounds):
             raise BackendLost(f"lost the Docker engine: {_short(exc)}",
                               hint="start dockerd again and run the same command to "
                                    "resume") from None
+
+
+def _annotated(outcome: ProbeOutcome, logs: dict[str, Path],
+               details: dict[str, Any]) -> ProbeOutcome:
+    outcome.logs = logs
+    outcome.details = dict(outcome.details, **details)
+    return outcome
 
 
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:

@@ -116,6 +116,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 class LocalBackend(ThreadedRounds):
     name = "local"
+    tiers: tuple[str, ...] = ()     # builds only
 
     def __init__(self, worktrees: Worktrees, recipe, *, state: Path,
                  say=lambda text: None):

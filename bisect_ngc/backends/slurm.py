@@ -85,6 +85,7 @@ class Scheduler:
 
 class SlurmBackend:
     name = "slurm"
+    tiers: tuple[str, ...] = ()     # builds only
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
                  store: Store, artifacts: ArtifactStore,
