@@ -278,13 +278,14 @@ class Question:
                 cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
             try:
                 found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
+                tier = nightly_tier(self.span, found, o.cache_dir, self.say)
             except UserError as exc:
                 self.say(f"{exc.message}; going on without nightlies")
-                found = []
-            tier = nightly_tier(self.span, found, o.cache_dir, self.say)
-            self.say(f"{len(tier.sources)} nightly wheel(s) map onto the range" if tier.sources
-                     else "no nightly wheel covers the range; going on without nightlies")
-            out.append(tier)
+            else:
+                self.say(f"{len(tier.sources)} nightly wheel(s) map onto the range"
+                         if tier.sources else
+                         "no nightly wheel covers the range; going on without nightlies")
+                out.append(tier)
         return out
 
     def ships(self, sha: str) -> list[dict[str, str]]:
