@@ -135,3 +135,41 @@ def test_a_lost_backend_ends_the_session_resumably(tmp_path, span):
         run(store, span, ScriptedBackend(decide))
     assert store.sessions()[0].status is SessionStatus.INTERRUPTED
     assert run(store, span, ScriptedBackend(by_index(40))).status == "found"
+
+
+def test_tiers_go_first_and_a_killed_run_resumes_across_them(tmp_path, span):
+    from bisect_ngc.backends.base import Source
+    from bisect_ngc.engine import Tier
+    tiers = [Tier("nightly", {i: Source("nightly", f"https://w/{i}.whl", f"nightly {i}")
+                              for i in range(0, 64, 8)})]
+
+    def bisect(backend):
+        return Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"), backend,
+                         Settings(), tiers=tiers).run()
+
+    seen: list[str] = []
+
+    def decide(i):
+        return by_index(40)(i)
+
+    class Recording(ScriptedBackend):
+        def run_round(self, requests, on_phase):
+            seen.extend(r.tier for r in requests)
+            yield from super().run_round(requests, on_phase)
+
+    first = Recording(decide, stop_after=4)
+    with pytest.raises(KeyboardInterrupt):
+        bisect(first)
+    rest = Recording(decide)
+    result = bisect(rest)
+    assert result.first_new == span.candidates[40]
+    assert not set(first.probed) & set(rest.probed)
+    done = first.probed + rest.probed
+    builds = [i for i in done if i % 8]
+    nightlies = [k for k, i in enumerate(done) if i % 8 == 0]
+    inner = [k for k, i in enumerate(done) if 32 < i < 40]
+    assert len(nightlies) >= 3 and "nightly" in seen
+    # the new endpoint has no nightly; every other build lies between nightlies 32 and 40,
+    # after the last nightly probe
+    assert set(builds) - {63} <= set(range(33, 40)) and len(builds) <= 1 + 3
+    assert inner and min(inner) > max(nightlies)
