@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,20 @@ class ArtifactStore:
         found = self.get(key)
         assert found is not None
         return found
+
+    def fetch(self, commit: str, url: str, say=lambda text: None) -> Artifact:
+        """A prebuilt artifact (a nightly wheel, say), downloaded once by URL."""
+        key = self.key(commit, "prebuilt", url)
+        found = self.get(key)
+        if found is not None:
+            return found
+        say(f"downloading {url}")
+        name = url.rstrip("/").rsplit("/", 1)[-1].split("#")[0] or "artifact"
+        with self.staging(key) as staging:
+            with urllib.request.urlopen(url, timeout=120) as resp, \
+                    open(staging / name, "wb") as out:
+                shutil.copyfileobj(resp, out)
+            return self.publish(key, staging, {"commit": commit, "url": url})
 
     def entries(self) -> list[Artifact]:
         if not self.root.exists():

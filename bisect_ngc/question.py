@@ -28,7 +28,8 @@ from .recipes import Recipe, local_cuda_arch, pytorch_preset
 from .releases import UPSTREAM, Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .store import Store
-from .tiers import PYTORCH_NIGHTLY, image_tier, list_nightlies, nightly_tier
+from .tiers import (MAP_RULES, PYTORCH_NIGHTLY, artifact_tier, image_tier, list_artifacts,
+                    list_nightlies, nightly_tier)
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -95,6 +96,8 @@ class Options:
     no_nightlies: bool = False
     nightly_index: str | None = None
     nightly_urls: Path | None = None
+    artifacts: str | None = None
+    artifact_map: str = "name"
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -129,6 +132,10 @@ class Options:
         if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
             raise UserError("--backend local in release mode needs --build and --test",
                             hint="or use --backend docker for the PyTorch recipe")
+        if self.artifact_map not in MAP_RULES[:-1] and not (
+                self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
+            raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
+                            hint=f"one of {', '.join(MAP_RULES)}")
         for path in self.keep:
             if not path or path.startswith("/") or ".." in Path(path).parts:
                 raise UserError(f"--keep {path!r} must be a path inside the worktree",
@@ -263,12 +270,15 @@ class Question:
         """Release mode's prebuilt tiers, cheapest first, that this backend can probe."""
         o, can = self.opts, self.backend.tiers
         if not o.release_mode:
-            return []
-        wanted = [t for t, off in (("image", o.no_images), ("nightly", o.no_nightlies))
-                  if not off]
-        if [t for t in wanted if t not in can]:
-            self.say(f"the {self.backend.name} backend probes no prebuilt images or nightlies "
-                     "yet: every probe builds")
+            return self._prebuilt() if o.artifacts else []
+        # The default index only serves the repro preset, whose test installs the wheel.
+        nightlies = o.nightly_index or o.nightly_urls or not o.test
+        wanted = [t for t, on in (("image", not o.no_images),
+                                  ("nightly", nightlies and not o.no_nightlies)) if on]
+        missing = [t for t in wanted if t not in can]
+        if missing:
+            self.say(f"the {self.backend.name} backend cannot probe prebuilt "
+                     f"{' or '.join(t + 's' for t in missing)}: those probes build")
         out = []
         if "image" in wanted and "image" in can:
             out.append(image_tier(self.span, self.catalog, self.old, self.new))
@@ -287,6 +297,21 @@ class Question:
                          "no nightly wheel covers the range; going on without nightlies")
                 out.append(tier)
         return out
+
+    def _prebuilt(self) -> list[Tier]:
+        """Generic mode: the artifacts `--artifacts` names, mapped by `--artifact-map`."""
+        if "prebuilt" not in self.backend.tiers:
+            self.say(f"the {self.backend.name} backend cannot test prebuilt artifacts yet: "
+                     "every probe builds")
+            return []
+        try:
+            tier = artifact_tier(self.span, list_artifacts(self.opts.artifacts),
+                                 self.opts.artifact_map, self.opts.cache_dir, self.say)
+        except UserError as exc:
+            self.say(f"{exc.message}; going on without prebuilt artifacts")
+            return []
+        self.say(f"{len(tier.sources)} prebuilt artifact(s) map onto the range")
+        return [tier]
 
     def ships(self, sha: str) -> list[dict[str, str]]:
         """Catalog releases that do and do not contain sha (for the report)."""
@@ -376,6 +401,14 @@ question_options = _stack(
                  help="Require the test's last JSON line to report torch_git_version equal "
                       "to the probed commit, else the probe is a skip (default: on for the "
                       "release-mode repro, off for your own --test)."),
+    click.option("--artifacts", default=None, metavar="SPEC",
+                 help="Prebuilt artifacts to bisect before building (any repository): a "
+                      "directory, a file of URLs, or an index page URL. A probe downloads "
+                      "one into the artifact store and runs the test with "
+                      "$BISECT_ARTIFACTS pointing at it, with no build."),
+    click.option("--artifact-map", default="name", show_default=True, metavar="RULE",
+                 help="How an artifact names its commit: " + ", ".join(MAP_RULES) +
+                      " (CMD gets the file as $1 and prints the sha)."),
     click.option("--no-images", is_flag=True,
                  help="Release mode: do not test the NGC images as they are before building "
                       "(the endpoints' images first, then the releases in between)."),
@@ -474,7 +507,8 @@ QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "te
                  "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",
                  "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
                  "build_tree", "retry_skips", "check_torch_commit", "artifact_store",
-                 "no_images", "no_nightlies", "nightly_index", "nightly_urls")
+                 "no_images", "no_nightlies", "nightly_index", "nightly_urls", "artifacts",
+                 "artifact_map")
 
 
 def options_from(params: dict[str, Any]) -> Options:

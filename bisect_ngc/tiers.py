@@ -1,13 +1,19 @@
 """Prebuilt artifacts that can answer before any build, each mapped to a candidate.
 
 - images: the NGC release images as they are, at the catalog commits on the range's path;
-- nightlies: upstream nightly wheels from a PEP 503 simple index (or a list of URLs),
-  mapped to commits by the repository's `nightly` branch ("YYYY-MM-DD nightly release
-  (SHA)") or, without it, by the `version.py` inside each wheel.
+- prebuilt artifacts (`--artifacts SPEC`, any repository): files in a directory, links of
+  an HTML index page, or a file of URLs, mapped to commits by a rule (`--artifact-map`):
+  `name` (a sha in the file name), `version-py` (git_version in the wheel's
+  */version.py), `nightly-branch` (the date in the file name, looked up on the
+  repository's `nightly` branch: "YYYY-MM-DD nightly release (SHA)"), or `command:CMD`
+  (CMD gets the downloaded file as $1 and prints the sha);
+- nightlies: the release-mode preset of the above: PyTorch's nightly index, one wheel a
+  day for the image's Python, mapped by `nightly-branch` or else `version-py`.
 """
 from __future__ import annotations
 
 import re
+import subprocess
 import urllib.parse
 import urllib.request
 import zipfile
@@ -25,6 +31,8 @@ from .store import digest
 WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-"
                       r"(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
 DATE_RE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+SHA_IN_NAME_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
+MAP_RULES = ("name", "version-py", "nightly-branch", "command:CMD")
 BRANCH_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)")
 GIT_VERSION_RE = re.compile(r"""^git_version\s*=\s*['"]([0-9a-f]{7,40})['"]""", re.M)
 PYTORCH_NIGHTLY = "https://download.pytorch.org/whl/nightly/{cuda}/torch/"
@@ -117,6 +125,34 @@ def _nightly(url: str, filename: str, python: str | None) -> Nightly | None:
     return Nightly("-".join(date.groups()), url, filename)
 
 
+def _fetch_page(url: str, timeout: float) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.read().decode(errors="replace")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"the index {url} is unreachable: {exc}",
+                        hint="check the URL, or leave the prebuilt tier out") from None
+
+
+def list_artifacts(spec: str, timeout: float = 20) -> list[Nightly]:
+    """Every artifact SPEC names: a directory's files, an index page's links, or a file's
+    URLs (one a line), in that order of preference."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file())
+        return [Nightly("", p.resolve().as_uri(), p.name) for p in files]
+    if path.is_file():
+        urls = path.read_text().split()
+        return [Nightly("", u, u.rsplit("/", 1)[-1].split("#")[0]) for u in urls]
+    if "://" not in spec:
+        raise UserError(f"--artifacts {spec!r} is neither a directory, a file nor a URL",
+                        hint="a directory of artifacts, a file of URLs, or an index URL")
+    parser = _Links()
+    parser.feed(_fetch_page(spec, timeout))
+    return [Nightly("", urllib.parse.urljoin(spec, href), text.split()[0])
+            for href, text in parser.links]
+
+
 def list_nightlies(index: str | None, urls_file: Path | None, python: str | None,
                    timeout: float = 20) -> list[Nightly]:
     found: dict[str, Nightly] = {}
@@ -131,14 +167,7 @@ def list_nightlies(index: str | None, urls_file: Path | None, python: str | None
             if nightly:
                 found.setdefault(nightly.date, nightly)
     if index:
-        try:
-            with urllib.request.urlopen(index, timeout=timeout) as resp:
-                page = resp.read().decode(errors="replace")
-        except (OSError, ValueError) as exc:
-            raise UserError(f"the nightly index {index} is unreachable: {exc}",
-                            hint="pass --nightly-index URL, --nightly-urls FILE, or "
-                                 "--no-nightlies") from None
-        for nightly in parse_index(page, index, python):
+        for nightly in parse_index(_fetch_page(index, timeout), index, python):
             found.setdefault(nightly.date, nightly)
     return [found[d] for d in sorted(found)]
 
@@ -173,39 +202,72 @@ def wheel_git_version(path: Path) -> str | None:
     return None
 
 
-def nightly_tier(span: Range, nightlies: list[Nightly], cache_dir: Path,
-                 say: Callable[[str], None]) -> Tier:
-    """Map each nightly to a candidate on the path; those that map nowhere are dropped."""
-    find, branch = _index_of(span), branch_map(span)
+def artifact_tier(span: Range, listed: list[Nightly], rule: str, cache_dir: Path,
+                  say: Callable[[str], None], tier: str = "prebuilt") -> Tier:
+    """Map each listed artifact to a candidate by `rule`; those that map nowhere on the
+    path are dropped. `nightly` is the preset: `nightly-branch`, else `version-py`."""
+    find = _index_of(span)
+    branch = branch_map(span) if rule in ("nightly", "nightly-branch") else {}
     sources: dict[int, Source] = {}
-    for n in nightlies:
-        if n.date in branch:
-            nightly_sha, main = branch[n.date]
-            reports = (main, nightly_sha)
-        else:
-            reported = wheel_git_version(_fetch(n, cache_dir, say))
-            main, reports = reported or "", (reported or "",)
-        i = find(main)
+    for art in listed:
+        main, reports = _map_one(art, rule, branch, find, cache_dir, say)
+        i = find(main) if main else None
         if i is None or i in sources:
             continue
         full = span.candidates[i]
-        sources[i] = Source("nightly", n.url, f"nightly {n.date}",
-                            reports=",".join(r if r != main else full for r in reports if r))
-    return Tier("nightly", sources)
+        label = f"nightly {art.date}" if art.date else art.filename
+        sources[i] = Source(tier, art.url, label,
+                            reports=",".join(full if r == main else r for r in reports if r))
+    return Tier(tier, sources)
+
+
+def _map_one(art: Nightly, rule: str, branch: dict[str, tuple[str, str]],
+             find: Callable[[str], int | None], cache_dir: Path,
+             say: Callable[[str], None]) -> tuple[str | None, tuple[str, ...]]:
+    """(the candidate sha an artifact maps to, the shas it may report)."""
+    if rule == "name":
+        sha = next((h for h in SHA_IN_NAME_RE.findall(art.filename) if find(h) is not None),
+                   None)
+        return sha, (sha or "",)
+    if art.date and art.date in branch:
+        nightly_sha, main = branch[art.date]
+        return main, (main, nightly_sha)
+    if rule == "nightly-branch":
+        return None, ()
+    if rule in ("version-py", "nightly"):
+        try:
+            reported = wheel_git_version(_fetch(art, cache_dir, say))
+        except zipfile.BadZipFile:
+            say(f"{art.filename} is not a wheel: no version.py to read; left out")
+            return None, ()
+        return reported, (reported or "",)
+    if rule.startswith("command:"):
+        out = subprocess.run(["/bin/sh", "-c", rule[len("command:"):], "sh",
+                              str(_fetch(art, cache_dir, say))],
+                             capture_output=True, text=True, timeout=300)
+        sha = out.stdout.split()[0] if out.returncode == 0 and out.stdout.split() else None
+        return sha, (sha or "",)
+    raise UserError(f"unknown --artifact-map rule {rule!r}",
+                    hint=f"one of {', '.join(MAP_RULES)}")
+
+
+def nightly_tier(span: Range, nightlies: list[Nightly], cache_dir: Path,
+                 say: Callable[[str], None]) -> Tier:
+    return artifact_tier(span, nightlies, "nightly", cache_dir, say, tier="nightly")
 
 
 def _fetch(n: Nightly, cache_dir: Path, say: Callable[[str], None]) -> Path:
-    """A wheel downloaded once into CACHE/nightlies, to read its version."""
+    """An artifact downloaded once into CACHE/nightlies, to read which commit it is."""
     dest = cache_dir / "nightlies" / digest(n.url)[:16] / n.filename
     if not dest.exists():
-        say(f"reading the commit of nightly {n.date} from its wheel")
+        say(f"reading the commit of {n.filename}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".part")
         try:
             with urllib.request.urlopen(n.url, timeout=120) as resp, open(tmp, "wb") as out:
                 out.write(resp.read())
         except (OSError, ValueError) as exc:
-            raise UserError(f"could not download nightly {n.date} ({n.url}): {exc}",
-                            hint="check the index, or pass --no-nightlies") from None
+            raise UserError(f"could not download {n.filename} ({n.url}): {exc}",
+                            hint="check the index or the files it names") from None
         tmp.rename(dest)
     return dest

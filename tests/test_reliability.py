@@ -313,3 +313,55 @@ def test_an_unreachable_submodule_is_named_and_can_be_left_out(tmp_path, run_cli
     assert code == 3 and "submodule update failed" in res["endpoint_reasons"]["new"]
     code, out, _ = run_cli(argv[:-1] + ["--json", "--no-submodules"])
     assert code == 0 and json.loads(out)["first_new"] == shas[3]
+
+
+# --- prebuilt artifacts for any repository (issue 11, generic mode) ---------------------------
+
+def test_prebuilt_artifacts_named_by_sha_leave_only_a_few_builds(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 80, 53)
+    arts = tmp_path / "arts"
+    arts.mkdir()
+    for i in [*range(0, 80, 10), 79]:
+        behaviour = "new" if i >= 53 else "old"
+        (arts / f"out-{shas[i][:12]}.txt").write_text(behaviour + "\n")
+    build = 'cp behaviour "$BISECT_ARTIFACTS/out-built.txt"'
+    test = 'test "$(cat "$BISECT_ARTIFACTS"/out-*.txt)" = old'
+    argv = args_for(tmp_path / "r", tmp_path / "st", test, "--artifacts", arts,
+                    "--cache-dir", tmp_path / "cache")
+    argv[argv.index(BUILD)] = build
+    code, out, err = run_cli(argv)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[53], err
+    probes = Store(tmp_path / "st").probes(res["session"])
+    builds = [p for p in probes if p.details["tier"] == "build"]
+    assert {p.idx for p in builds} <= set(range(51, 60)) and len(builds) <= 4
+    assert res["prebuilt"] == len(probes) - len(builds) >= 3
+
+
+def test_a_command_can_say_which_commit_an_artifact_is(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 40, 23)
+    arts = tmp_path / "arts"
+    arts.mkdir()
+    for k, i in enumerate(range(0, 40, 5)):
+        (arts / f"a{k}.txt").write_text(f"{shas[i]}\n{'new' if i >= 23 else 'old'}\n")
+    build = 'printf "%s\\n%s\\n" "$BISECT_COMMIT" "$(cat behaviour)" > "$BISECT_ARTIFACTS/a.txt"'
+    test = 'test "$(tail -n 1 "$BISECT_ARTIFACTS"/a*.txt)" = old'
+    argv = args_for(tmp_path / "r", tmp_path / "st", test, "--artifacts", arts,
+                    "--artifact-map", 'command:head -n 1 "$1"', "--cache-dir", tmp_path / "c")
+    argv[argv.index(BUILD)] = build
+    code, out, err = run_cli(argv)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[23], err
+    assert "8 prebuilt artifact(s) map onto the range" in err
+    assert res["prebuilt"] >= 3
+
+
+def test_a_bad_artifact_rule_or_spec_is_clear(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 10, 5)
+    code, _, err = run_cli(args_for(tmp_path / "r", tmp_path / "st", TEST, "--artifact-map",
+                                    "guess"))
+    assert code == 2 and "unknown --artifact-map rule 'guess'" in err
+    code, out, err = run_cli(args_for(tmp_path / "r", tmp_path / "st", TEST, "--artifacts",
+                                      "http://127.0.0.1:9/none/"))
+    assert code == 0 and json.loads(out)["first_new"] == shas[5]
+    assert err.count("going on without prebuilt artifacts") == 1

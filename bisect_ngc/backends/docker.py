@@ -12,10 +12,8 @@ from __future__ import annotations
 import io
 import os
 import resource
-import shutil
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -83,7 +81,7 @@ def _short(exc: BaseException) -> str:
 
 class DockerBackend(ThreadedRounds):
     name = "docker"
-    tiers = ("image", "nightly")
+    tiers = ("image", "nightly", "prebuilt")
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, artifacts: ArtifactStore,
                  cache_dir: Path, state_dir: Path, say: Callable[[str], None] | None = None,
@@ -197,7 +195,7 @@ class DockerBackend(ThreadedRounds):
             self.ensure_image(image)
             build = None
             details: dict[str, Any] = {}
-        elif req.tier == "nightly":
+        elif req.tier in ("nightly", "prebuilt"):
             on_phase(req, "download")
             image, test, art_path = r.image, r.test, self._download(req).path
             build, details = None, {}
@@ -222,22 +220,10 @@ class DockerBackend(ThreadedRounds):
         return path
 
     def _download(self, req: ProbeRequest):
-        """The nightly wheel, fetched once into the artifact store."""
-        key = ArtifactStore.key(req.commit, "nightly", req.source.ref)
-        art = self.artifacts.get(key)
-        if art is not None:
-            return art
-        self.say(f"downloading {req.source.label}: {req.source.ref}")
-        with self.artifacts.staging(key) as staging:
-            name = req.source.ref.rstrip("/").rsplit("/", 1)[-1].split("#")[0]
-            try:
-                with urllib.request.urlopen(req.source.ref, timeout=120) as resp, \
-                        open(staging / name, "wb") as out:
-                    shutil.copyfileobj(resp, out)
-            except (OSError, ValueError) as exc:
-                raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
-            return self.artifacts.publish(key, staging, {"commit": req.commit,
-                                                          "url": req.source.ref})
+        try:
+            return self.artifacts.fetch(req.commit, req.source.ref, self.say)
+        except (OSError, ValueError) as exc:
+            raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
 
     def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path):
         """(artifact path or None, BuildFact or None, details, logs) for a source build."""

@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import ArtifactStore
 from ..history import Worktrees
 from ..verdicts import BuildFact, RunFact
-from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
-                   ThreadedRounds, last_json_line, probe_env, run_tests)
+from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeOutcome,
+                   ProbeRequest, ThreadedRounds, last_json_line, probe_env, run_tests)
 
 
 def _start_time(pid: int) -> str | None:
@@ -116,20 +117,21 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 class LocalBackend(ThreadedRounds):
     name = "local"
-    tiers: tuple[str, ...] = ()     # builds only
+    tiers: tuple[str, ...] = ("nightly", "prebuilt")   # downloaded artifacts, no images
 
     def __init__(self, worktrees: Worktrees, recipe, *, state: Path,
-                 say=lambda text: None):
+                 artifacts: ArtifactStore | None = None, say=lambda text: None):
         super().__init__()
         self.worktrees = worktrees
         self.recipe = recipe
+        self.artifacts = artifacts
         self.say = say
         self.runner = ProcessRunner(state / "running")
 
     @classmethod
     def create(cls, setup: BackendSetup) -> "LocalBackend":
         return cls(Worktrees(setup.history, setup.options["worktrees"]), setup.recipe,
-                   state=setup.state, say=setup.say)
+                   state=setup.state, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "host": socket.gethostname()}
@@ -153,7 +155,14 @@ class LocalBackend(ThreadedRounds):
         env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
         build = None
-        if r.build:
+        if req.source is not None:        # a prebuilt artifact instead of a build
+            on_phase(req, "download")
+            try:
+                art = self.artifacts.fetch(req.commit, req.source.ref, self.say)
+            except (OSError, ValueError) as exc:
+                raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
+            env["BISECT_ARTIFACTS"] = str(art.path)
+        elif r.build:
             on_phase(req, "build")
             logs["build"] = req.log_dir / "build.log"
             code, secs, timed_out = self.runner.run(
