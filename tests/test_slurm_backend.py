@@ -437,3 +437,25 @@ def test_the_enroot_script_quotes_a_hostile_shared_dir(tmp_path):
     assert result["codes"] == [0]
     assert (tmp_path / "where").read_text().strip() == str(worktree)
     assert not list(tmp_path.rglob("PWNED"))
+
+
+@needs_slurm
+def test_prebuilt_artifacts_are_test_only_jobs(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 40, 27)
+    arts = tmp_path / "arts"
+    arts.mkdir()
+    for i in (0, 10, 20, 30, 39):
+        (arts / f"out-{shas[i][:12]}").write_text(("new" if i >= 27 else "old") + "\n")
+    args = slurm_args(tmp_path / "r", tmp_path, "--json", "--artifacts", arts,
+                      test='test "$(cat "$BISECT_ARTIFACTS"/out*)" = old')
+    args[args.index(BUILD)] = 'cp behaviour "$BISECT_ARTIFACTS/out"'
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[27] and res["prebuilt"] >= 3
+    store = Store(tmp_path / "st")
+    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    tiers = {p.commit: p.details["tier"] for p in store.probes(res["session"])}
+    assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "prebuilt")
+    assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
+    assert {c for c, t in tiers.items() if t == "build"} <= set(shas[21:30])

@@ -85,7 +85,7 @@ class Scheduler:
 
 class SlurmBackend:
     name = "slurm"
-    tiers: tuple[str, ...] = ()     # builds only
+    tiers: tuple[str, ...] = ("nightly", "prebuilt")   # downloaded artifacts: test-only jobs
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
                  store: Store, artifacts: ArtifactStore,
@@ -218,11 +218,22 @@ class SlurmBackend:
             except CheckoutError as exc:
                 early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
-            key = ArtifactStore.key(req.commit, self.recipe.image or "",
-                                    self.recipe.build_key())
+            if req.source is not None:   # prebuilt: the controller downloads it once
+                try:
+                    final = self.artifacts.fetch(req.commit, req.source.ref, self.say).path
+                except (OSError, ValueError) as exc:
+                    early[req.commit] = ProbeOutcome(
+                        Verdict.SKIP, f"could not download {req.source.label}: {exc}",
+                        cacheable=False)
+                    continue
+                staging = final
+            else:
+                key = ArtifactStore.key(req.commit, self.recipe.image or "",
+                                        self.recipe.build_key())
+                final, staging = self.artifacts.path(key), self.artifacts.root / ".staging" / key
             tasks.append({"commit": req.commit, "worktree": str(wt), "index": len(tasks),
-                          "final": str(self.artifacts.path(key)),
-                          "staging": str(self.artifacts.root / ".staging" / key)})
+                          "final": str(final), "staging": str(staging),
+                          "expect": req.expected or ""})
         return tasks, early
 
     def run_round(self, requests: Sequence[ProbeRequest],
@@ -258,28 +269,32 @@ class SlurmBackend:
         (rdir / "build.sh").write_text(build)
         (rdir / "test.sh").write_text(test)
         # Each job id is stored the moment sbatch returns it: a controller killed between
-        # the two calls must not submit the build array again.
-        build_job = self._sbatch(rdir / "build.sh", [])
+        # the two calls must not submit the build array again. Prebuilt artifacts need no
+        # build: their rounds are a test array alone.
+        prebuilt = requests[0].source is not None
+        build_job = None if prebuilt else self._sbatch(rdir / "build.sh", [])
         recs = {t["commit"]: {"round": key, "task": t["index"], "build_job": build_job,
-                              "test_job": None, "attempt": attempt,
+                              "test_job": None, "attempt": attempt, "expect": t["expect"],
                               "submitted": time.time()} for t in tasks}
         for commit, rec in recs.items():
             self.store.remember(self.session, f"probe:{commit}", rec)
         test_job = self._submit_tests(key, build_job)
         for commit, rec in recs.items():
             self.store.remember(self.session, f"probe:{commit}", dict(rec, test_job=test_job))
-        self.say(f"submitted {len(tasks)} probe(s): build array {build_job}, test array "
-                 f"{test_job}")
+        self.say(f"submitted {len(tasks)} probe(s): " + (f"build array {build_job}, "
+                                                         if build_job else "prebuilt, ") +
+                 f"test array {test_job}")
         return early
 
-    def _submit_tests(self, key: str, build_job: str) -> str:
-        return self._sbatch(self.round_dir(key) / "test.sh", [f"--dependency=afterok:{build_job}"])
+    def _submit_tests(self, key: str, build_job: str | None) -> str:
+        after = [f"--dependency=afterok:{build_job}"] if build_job else []
+        return self._sbatch(self.round_dir(key) / "test.sh", after)
 
     def _finish_submissions(self, known: dict[str, dict[str, Any]]) -> None:
         """Submit the test array of a round whose controller died right after its build
         array was submitted."""
-        rounds = {rec["round"]: rec["build_job"] for rec in known.values()
-                  if rec.get("build_job") and not rec.get("test_job")}
+        rounds = {rec["round"]: rec.get("build_job") for rec in known.values()
+                  if not rec.get("test_job")}
         for key, build_job in rounds.items():
             try:
                 test_job = self._submit_tests(key, build_job)
@@ -310,7 +325,7 @@ class SlurmBackend:
             if not pending:
                 break
             states = self._states({probes[c][k] for c in pending
-                                   for k in ("build_job", "test_job")})
+                                   for k in ("build_job", "test_job") if probes[c][k]})
             gone = []
             for commit in sorted(pending):
                 rec = probes[commit]
@@ -363,8 +378,9 @@ class SlurmBackend:
             timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
             facts.append(RunFact(code, ms / 1000, timed_out, self.timeout,
                                  last_json_line(text)))
-        outcome = judge_probe(build, facts, policy,
-                              commit if self.recipe.expect_torch_commit else None)
+        expect = rec.get("expect") if "expect" in rec else (
+            commit if self.recipe.expect_torch_commit else None)
+        outcome = judge_probe(build, facts, policy, expect or None)
         outcome.logs = logs
         outcome.details = dict(outcome.details, **details, node=data.get("node"),
                                build_reused=not built.get("build_ms"))
@@ -388,7 +404,7 @@ class SlurmBackend:
         recs = {c: r for c, r in recs.items() if not self._result_path(r).exists()}
         if not recs:
             return {}
-        jobs = sorted({r[k] for r in recs.values() for k in ("build_job", "test_job")})
+        jobs = sorted({r[k] for r in recs.values() for k in ("build_job", "test_job") if r[k]})
         out = self.sched.run(["sacct", "-n", "-P", "-X", "-j", ",".join(jobs), "-o",
                               "JobID,State"], what="sacct")
         states = {}
