@@ -459,3 +459,51 @@ def test_prebuilt_artifacts_are_test_only_jobs(tmp_path, run_cli):
     assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "prebuilt")
     assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
     assert {c for c, t in tiers.items() if t == "build"} <= set(shas[21:30])
+
+
+@needs_slurm
+def test_the_image_tier_runs_as_test_only_jobs_in_each_image(tmp_path, run_cli, monkeypatch):
+    """Release mode on the real cluster with `--container-runtime enroot`. enroot cannot
+    run here, so a stand-in on PATH (the jobs inherit it) records each image it imports
+    and runs `start`'s command directly; scheduling, rounds and quoting are the real ones."""
+    shas = make_repo(tmp_path / "pytorch", 120, 70)
+    rows = [("90.01", shas[10]), ("90.02", shas[40]), ("90.03", shas[60]),
+            ("90.04", shas[90]), ("90.05", shas[110])]
+    (tmp_path / "catalog.tsv").write_text(
+        "release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
+        "transformer_engine\tte_verified\tpython\tubuntu\n" +
+        "".join(f"{r}\t2.9.0a0+{c[:10]}\t{c}\tV1\t12.9\tU\t2.0\tU\t\t24.04\n" for r, c in rows))
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(tmp_path / "catalog.tsv"))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "enroot").write_text(
+        '#!/bin/bash\n'
+        'case "$1" in\n'
+        f'  import) echo "${{@: -1}}" >> {tmp_path}/imported; '
+        'while [ "$1" != "-o" ]; do shift; done; touch "$2" ;;\n'
+        '  start) shift; while [ "${1#--}" != "$1" ]; do [ "$1" = --mount ] && shift; shift;'
+        ' done; shift; exec "$@" ;;\n'
+        'esac\n')
+    (fake / "enroot").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    code, out, err = run_cli([
+        "bisect", "--from", "90.01", "--to", "90.05", "--torch-repo", tmp_path / "pytorch",
+        "--backend", "slurm", "--container-runtime", "enroot", "--partition", "cpu",
+        "--gpu-partition", "gpu", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"',
+        "--test", 'test "$(cat behaviour)" = old', "--no-nightlies", "--state",
+        tmp_path / "st", "--quiet", "--json"])
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[70]
+    store = Store(tmp_path / "st")
+    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    probes = store.probes(res["session"])
+    images = {p.details["source"] for p in probes if p.details["tier"] == "image"}
+    assert {"NGC 90.01", "NGC 90.03", "NGC 90.04", "NGC 90.05"} <= images
+    assert all(recs[p.commit]["build_job"] is None for p in probes
+               if p.details["tier"] == "image")
+    builds = [p for p in probes if p.details["tier"] == "build"]
+    assert builds and {p.idx for p in builds} <= set(range(51, 80))
+    imported = set((tmp_path / "imported").read_text().split())
+    assert {"docker://nvcr.io/nvidia/pytorch:90.03-py3",
+            "docker://nvcr.io/nvidia/pytorch:90.04-py3"} <= imported

@@ -85,7 +85,7 @@ class Scheduler:
 
 class SlurmBackend:
     name = "slurm"
-    tiers: tuple[str, ...] = ("nightly", "prebuilt")   # downloaded artifacts: test-only jobs
+    tiers: tuple[str, ...] = ("nightly", "prebuilt")   # test-only jobs (+ images in containers)
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
                  store: Store, artifacts: ArtifactStore,
@@ -104,6 +104,8 @@ class SlurmBackend:
         if settings.runtime == "none":   # no container to mount the repro into
             self.env.update({"BISECT_REPRO_PARENT": str(m.host.parent) for m in recipe.mounts
                              if m.container == f"{REPRO_IN_CONTAINER}/repro"})
+        if settings.runtime != "none":
+            self.tiers = (*self.tiers, "image")
         self.say = say or (lambda text: None)
         self.sched = Scheduler()
         self.session = ""
@@ -175,11 +177,14 @@ class SlurmBackend:
         return self.s.shared_dir / "rounds" / self.session / key
 
     def render(self, key: str, tasks: list[dict[str, Any]], runs: int,
-               policy: RepeatPolicy) -> tuple[str, str]:
+               policy: RepeatPolicy, image: str | None = None,
+               test: str | None = None) -> tuple[str, str]:
+        """The round's build and test scripts; an image probe passes its own image and
+        the as-is test."""
         rdir = self.round_dir(key)
         common = dict(account=self.s.account, qos=self.s.qos, time=self.s.time,
                       extra=self.s.sbatch_args, runtime=self.s.runtime,
-                      image=self.s.image or "", shared_dir=str(self.s.shared_dir),
+                      image=image or self.s.image or "", shared_dir=str(self.s.shared_dir),
                       round_key=key, round_dir=str(rdir), tasks=tasks,
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
         mounts = self._mounts(tasks)
@@ -191,7 +196,7 @@ class SlurmBackend:
         test = _env.get_template("slurm-test.sh.j2").render(
             name=f"bisect-ngc-test-{self.job_tag}",
             partition=self.s.gpu_partition or self.s.partition or "",
-            out=str(rdir / "slurm-test-%A_%a.out"), test=self.test_cmd, runs=runs,
+            out=str(rdir / "slurm-test-%A_%a.out"), test=test or self.test_cmd, runs=runs,
             stop_on_fail=policy is RepeatPolicy.ANY, gpus=self.s.gpus_per_probe,
             timeout=self.timeout and int(self.timeout), mounts=mounts, **common)
         return build, test
@@ -218,7 +223,9 @@ class SlurmBackend:
             except CheckoutError as exc:
                 early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
-            if req.source is not None:   # prebuilt: the controller downloads it once
+            if req.tier == "image":      # the image as it is: nothing to build or install
+                final = staging = self._as_is()
+            elif req.source is not None:   # prebuilt: the controller downloads it once
                 try:
                     final = self.artifacts.fetch(req.commit, req.source.ref, self.say).path
                 except (OSError, ValueError) as exc:
@@ -257,17 +264,36 @@ class SlurmBackend:
             self.cancel()
             raise
 
+    def _as_is(self) -> Path:
+        """The artifact of an image probe: nothing, marked complete."""
+        path = self.artifacts.root / "as-is"
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "meta.json").write_text('{"as_is": true}\n')
+        return path
+
     def _submit(self, requests: Sequence[ProbeRequest], attempt: int = 0
                 ) -> dict[str, ProbeOutcome]:
+        if requests[0].tier != "image":
+            return self._submit_round(requests, attempt)
+        early: dict[str, ProbeOutcome] = {}
+        for req in requests:       # each image is its own test array of one task
+            early.update(self._submit_round([req], attempt, image=req.source.ref,
+                                            test=self.recipe.test_as_is or self.test_cmd))
+        return early
+
+    def _submit_round(self, requests: Sequence[ProbeRequest], attempt: int = 0,
+                      image: str | None = None, test: str | None = None
+                      ) -> dict[str, ProbeOutcome]:
         tasks, early = self.prepare_tasks(requests)
         if not tasks:
             return early
         key = digest([t["commit"] for t in tasks] + [time.time()])[:12]
         rdir = self.round_dir(key)
         rdir.mkdir(parents=True, exist_ok=True)
-        build, test = self.render(key, tasks, requests[0].runs, requests[0].policy)
+        build, test_script = self.render(key, tasks, requests[0].runs, requests[0].policy,
+                                         image, test)
         (rdir / "build.sh").write_text(build)
-        (rdir / "test.sh").write_text(test)
+        (rdir / "test.sh").write_text(test_script)
         # Each job id is stored the moment sbatch returns it: a controller killed between
         # the two calls must not submit the build array again. Prebuilt artifacts need no
         # build: their rounds are a test array alone.
