@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -265,7 +266,7 @@ def _fetch(n: Nightly, cache_dir: Path, say: Callable[[str], None]) -> Path:
         tmp = dest.with_suffix(".part")
         try:
             with urllib.request.urlopen(n.url, timeout=120) as resp, open(tmp, "wb") as out:
-                out.write(resp.read())
+                shutil.copyfileobj(resp, out)       # wheels can be gigabytes: stream them
         except (OSError, ValueError) as exc:
             raise UserError(f"could not download {n.filename} ({n.url}): {exc}",
                             hint="check the index or the files it names") from None
