@@ -22,6 +22,11 @@ from typing import Any, Iterator
 from .store import digest
 
 
+def artifact_name(url: str) -> str:
+    """The file name a URL downloads to."""
+    return url.rstrip("/").rsplit("/", 1)[-1].split("#")[0] or "artifact"
+
+
 @dataclass(frozen=True)
 class Artifact:
     key: str
@@ -75,19 +80,26 @@ class ArtifactStore:
         assert found is not None
         return found
 
-    def fetch(self, commit: str, url: str, say=lambda text: None) -> Artifact:
-        """A prebuilt artifact (a nightly wheel, say), downloaded once by URL."""
-        key = self.key(commit, "prebuilt", url)
+    def fetch(self, url: str, say=lambda text: None) -> Artifact:
+        """A prebuilt artifact (a nightly wheel, say), downloaded once: keyed by its URL,
+        so mapping it to a commit and probing it share one download."""
+        key = self.key("", "prebuilt", url)
         found = self.get(key)
         if found is not None:
             return found
         say(f"downloading {url}")
-        name = url.rstrip("/").rsplit("/", 1)[-1].split("#")[0] or "artifact"
         with self.staging(key) as staging:
             with urllib.request.urlopen(url, timeout=120) as resp, \
-                    open(staging / name, "wb") as out:
+                    open(staging / artifact_name(url), "wb") as out:
                 shutil.copyfileobj(resp, out)
-            return self.publish(key, staging, {"commit": commit, "url": url})
+            return self.publish(key, staging, {"url": url})
+
+    def as_is(self) -> Artifact:
+        """The artifact of a probe that needs none (an image as it is): empty, complete."""
+        path = self.root / ".as-is"      # hidden: not a build, never listed or pruned
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "meta.json").write_text('{"as_is": true}\n')
+        return Artifact("as-is", path, {"as_is": True})
 
     def entries(self) -> list[Artifact]:
         if not self.root.exists():

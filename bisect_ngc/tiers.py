@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -23,11 +22,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
 
+from .artifacts import ArtifactStore, artifact_name
 from .backends.base import Source
 from .engine import Range, Tier
 from .errors import UserError
 from .releases import Catalog, Endpoint
-from .store import digest
 
 WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-"
                       r"(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
@@ -203,7 +202,7 @@ def wheel_git_version(path: Path) -> str | None:
     return None
 
 
-def artifact_tier(span: Range, listed: list[Nightly], rule: str, cache_dir: Path,
+def artifact_tier(span: Range, listed: list[Nightly], rule: str, store: ArtifactStore,
                   say: Callable[[str], None], tier: str = "prebuilt") -> Tier:
     """Map each listed artifact to a candidate by `rule`; those that map nowhere on the
     path are dropped. `nightly` is the preset: `nightly-branch`, else `version-py`."""
@@ -211,7 +210,7 @@ def artifact_tier(span: Range, listed: list[Nightly], rule: str, cache_dir: Path
     branch = branch_map(span) if rule in ("nightly", "nightly-branch") else {}
     sources: dict[int, Source] = {}
     for art in listed:
-        main, reports = _map_one(art, rule, branch, find, cache_dir, say)
+        main, reports = _map_one(art, rule, branch, find, store, say)
         i = find(main) if main else None
         if i is None or i in sources:
             continue
@@ -223,7 +222,7 @@ def artifact_tier(span: Range, listed: list[Nightly], rule: str, cache_dir: Path
 
 
 def _map_one(art: Nightly, rule: str, branch: dict[str, tuple[str, str]],
-             find: Callable[[str], int | None], cache_dir: Path,
+             find: Callable[[str], int | None], store: ArtifactStore,
              say: Callable[[str], None]) -> tuple[str | None, tuple[str, ...]]:
     """(the candidate sha an artifact maps to, the shas it may report)."""
     if rule == "name":
@@ -237,14 +236,14 @@ def _map_one(art: Nightly, rule: str, branch: dict[str, tuple[str, str]],
         return None, ()
     if rule in ("version-py", "nightly"):
         try:
-            reported = wheel_git_version(_fetch(art, cache_dir, say))
+            reported = wheel_git_version(_fetch(art, store, say))
         except zipfile.BadZipFile:
             say(f"{art.filename} is not a wheel: no version.py to read; left out")
             return None, ()
         return reported, (reported or "",)
     if rule.startswith("command:"):
         out = subprocess.run(["/bin/sh", "-c", rule[len("command:"):], "sh",
-                              str(_fetch(art, cache_dir, say))],
+                              str(_fetch(art, store, say))],
                              capture_output=True, text=True, timeout=300)
         sha = out.stdout.split()[0] if out.returncode == 0 and out.stdout.split() else None
         return sha, (sha or "",)
@@ -252,23 +251,16 @@ def _map_one(art: Nightly, rule: str, branch: dict[str, tuple[str, str]],
                     hint=f"one of {', '.join(MAP_RULES)}")
 
 
-def nightly_tier(span: Range, nightlies: list[Nightly], cache_dir: Path,
+def nightly_tier(span: Range, nightlies: list[Nightly], store: ArtifactStore,
                  say: Callable[[str], None]) -> Tier:
-    return artifact_tier(span, nightlies, "nightly", cache_dir, say, tier="nightly")
+    return artifact_tier(span, nightlies, "nightly", store, say, tier="nightly")
 
 
-def _fetch(n: Nightly, cache_dir: Path, say: Callable[[str], None]) -> Path:
-    """An artifact downloaded once into CACHE/nightlies, to read which commit it is."""
-    dest = cache_dir / "nightlies" / digest(n.url)[:16] / n.filename
-    if not dest.exists():
-        say(f"reading the commit of {n.filename}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(".part")
-        try:
-            with urllib.request.urlopen(n.url, timeout=120) as resp, open(tmp, "wb") as out:
-                shutil.copyfileobj(resp, out)       # wheels can be gigabytes: stream them
-        except (OSError, ValueError) as exc:
-            raise UserError(f"could not download {n.filename} ({n.url}): {exc}",
-                            hint="check the index or the files it names") from None
-        tmp.rename(dest)
-    return dest
+def _fetch(n: Nightly, store: ArtifactStore, say: Callable[[str], None]) -> Path:
+    """The artifact's file, downloaded once into the store: the probe that tests it
+    later finds it there."""
+    try:
+        return store.fetch(n.url, say).path / artifact_name(n.url)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"could not download {n.filename} ({n.url}): {exc}",
+                        hint="check the index or the files it names") from None

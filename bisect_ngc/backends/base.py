@@ -23,6 +23,7 @@ from ..verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_pro
                         judge_run)
 
 if TYPE_CHECKING:
+    from ..artifacts import ArtifactStore
     from ..history import History
     from ..recipes import Recipe
     from ..store import Store
@@ -123,6 +124,16 @@ class BackendLost(UserError):
 class ProbeFailed(Exception):
     """One probe could not run for a reason of its own (a container API error): a skip
     that is not cached."""
+
+
+def fetch_prebuilt(artifacts: "ArtifactStore", req: ProbeRequest,
+                   say: Callable[[str], None]) -> Path:
+    """The directory holding the probe's prebuilt artifact; a failed download is this
+    probe's skip (ProbeFailed), not the session's end."""
+    try:
+        return artifacts.fetch(req.source.ref, say).path
+    except (OSError, ValueError) as exc:
+        raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
 
 
 def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:

@@ -28,8 +28,8 @@ from ..recipes import Recipe
 from ..store import digest
 from ..verdicts import BuildFact, RunFact
 from .base import (BackendLost, BackendSetup, Cancelled, Mount, PhaseCallback, ProbeFailed,
-                   ProbeOutcome, ProbeRequest, ThreadedRounds, last_json_line, probe_env,
-                   run_tests)
+                   ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
+                   probe_env, run_tests)
 
 LABEL = "bisect-ngc"
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
@@ -191,13 +191,15 @@ class DockerBackend(ThreadedRounds):
         r = self.recipe
         logs: dict[str, Path] = {}
         if req.tier == "image":      # the image as it is: nothing to build or install
-            image, test, art_path = req.source.ref, r.test_as_is or r.test, self._empty()
+            image, test = req.source.ref, r.test_as_is or r.test
+            art_path = self.artifacts.as_is().path
             self.ensure_image(image)
             build = None
             details: dict[str, Any] = {}
         elif req.tier in ("nightly", "prebuilt"):
             on_phase(req, "download")
-            image, test, art_path = r.image, r.test, self._download(req).path
+            image, test, art_path = r.image, r.test, fetch_prebuilt(self.artifacts, req,
+                                                                    self.say)
             build, details = None, {}
         else:
             image, test = r.image, r.test
@@ -213,17 +215,6 @@ class DockerBackend(ThreadedRounds):
                            last_json_line(log.read_text(errors="replace")))
 
         return _annotated(run_tests(req, on_phase, once, build), logs, details)
-
-    def _empty(self) -> Path:
-        path = self.cache_dir / "empty"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def _download(self, req: ProbeRequest):
-        try:
-            return self.artifacts.fetch(req.commit, req.source.ref, self.say)
-        except (OSError, ValueError) as exc:
-            raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
 
     def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path):
         """(artifact path or None, BuildFact or None, details, logs) for a source build."""

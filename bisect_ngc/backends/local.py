@@ -20,8 +20,8 @@ from typing import Any
 from ..artifacts import ArtifactStore
 from ..history import Worktrees
 from ..verdicts import BuildFact, RunFact
-from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeOutcome,
-                   ProbeRequest, ThreadedRounds, last_json_line, probe_env, run_tests)
+from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
+                   ThreadedRounds, fetch_prebuilt, last_json_line, probe_env, run_tests)
 
 
 def _start_time(pid: int) -> str | None:
@@ -157,11 +157,7 @@ class LocalBackend(ThreadedRounds):
         build = None
         if req.source is not None:        # a prebuilt artifact instead of a build
             on_phase(req, "download")
-            try:
-                art = self.artifacts.fetch(req.commit, req.source.ref, self.say)
-            except (OSError, ValueError) as exc:
-                raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
-            env["BISECT_ARTIFACTS"] = str(art.path)
+            env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
         elif r.build:
             on_phase(req, "build")
             logs["build"] = req.log_dir / "build.log"

@@ -28,8 +28,8 @@ from ..recipes import REPRO_IN_CONTAINER, Recipe
 from ..search import RepeatPolicy, Verdict
 from ..store import Store, digest
 from ..verdicts import BuildFact, RunFact, judge_probe
-from .base import (BackendSetup, Mount, PhaseCallback, ProbeOutcome, ProbeRequest,
-                   last_json_line)
+from .base import (BackendSetup, Mount, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
+                   fetch_prebuilt, last_json_line)
 
 RUNTIMES = ("none", "pyxis", "enroot", "apptainer")
 RETRYABLE = {"PREEMPTED", "NODE_FAIL", "REQUEUED", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
@@ -146,9 +146,7 @@ class SlurmBackend:
     def cancel(self) -> None:
         self.cancelling = True
         for commit, rec in self._probes().items():   # our own scancel: never a used attempt
-            if not rec.get("ended"):
-                self.store.remember(self.session, f"probe:{commit}",
-                                    dict(rec, cancelled_by_us=True))
+            self.store.remember(self.session, f"probe:{commit}", dict(rec, cancelled_by_us=True))
         jobs = self._session_jobs()
         if jobs:
             try:
@@ -224,16 +222,13 @@ class SlurmBackend:
                 early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
             if req.tier == "image":      # the image as it is: nothing to build or install
-                final = staging = self._as_is()
+                final = staging = self.artifacts.as_is().path
             elif req.source is not None:   # prebuilt: the controller downloads it once
                 try:
-                    final = self.artifacts.fetch(req.commit, req.source.ref, self.say).path
-                except (OSError, ValueError) as exc:
-                    early[req.commit] = ProbeOutcome(
-                        Verdict.SKIP, f"could not download {req.source.label}: {exc}",
-                        cacheable=False)
+                    final = staging = fetch_prebuilt(self.artifacts, req, self.say)
+                except ProbeFailed as exc:
+                    early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                     continue
-                staging = final
             else:
                 key = ArtifactStore.key(req.commit, self.recipe.image or "",
                                         self.recipe.build_key())
@@ -263,13 +258,6 @@ class SlurmBackend:
         except BaseException:
             self.cancel()
             raise
-
-    def _as_is(self) -> Path:
-        """The artifact of an image probe: nothing, marked complete."""
-        path = self.artifacts.root / "as-is"
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "meta.json").write_text('{"as_is": true}\n')
-        return path
 
     def _submit(self, requests: Sequence[ProbeRequest], attempt: int = 0
                 ) -> dict[str, ProbeOutcome]:
@@ -404,9 +392,7 @@ class SlurmBackend:
             timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
             facts.append(RunFact(code, ms / 1000, timed_out, self.timeout,
                                  last_json_line(text)))
-        expect = rec.get("expect") if "expect" in rec else (
-            commit if self.recipe.expect_torch_commit else None)
-        outcome = judge_probe(build, facts, policy, expect or None)
+        outcome = judge_probe(build, facts, policy, rec.get("expect") or None)
         outcome.logs = logs
         outcome.details = dict(outcome.details, **details, node=data.get("node"),
                                build_reused=not built.get("build_ms"))
