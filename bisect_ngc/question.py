@@ -20,6 +20,7 @@ from typing import Any, Callable
 import click
 
 from . import backends
+from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
 from .engine import Bisection, Events, Range, Settings, Tier
 from .errors import UserError
@@ -60,6 +61,8 @@ container with the GPUs.
 """
 
 DEFAULT_CUDA_ARCH = "9.0"
+TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nightlies"),
+              "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
 DEFAULT_BUILD_TIMEOUT = 6 * 3600.0
 
 
@@ -259,59 +262,49 @@ class Question:
     backend: Backend | None
     span_error: UserError | None = None
     say: Callable[[str], None] = print
+    artifact_root: Path | None = None     # the backend's artifact store
 
-    def bisection(self, settings: Settings, events: Events | None = None, *,
-                  prebuilt: bool = True) -> Bisection:
+    def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
-                         events=events, ships=self.ships,
-                         tiers=self.tiers() if prebuilt else [])
+                         events=events, ships=self.ships, tiers=self.tiers())
 
     def tiers(self) -> list[Tier]:
-        """Release mode's prebuilt tiers, cheapest first, that this backend can probe."""
-        o, can = self.opts, self.backend.tiers
-        if not o.release_mode:
-            return self._prebuilt() if o.artifacts else []
-        # The default index only serves the repro preset, whose test installs the wheel.
-        nightlies = o.nightly_index or o.nightly_urls or not o.test
-        wanted = [t for t, on in (("image", not o.no_images),
-                                  ("nightly", nightlies and not o.no_nightlies)) if on]
-        missing = [t for t in wanted if t not in can]
+        """The prebuilt tiers asked for, cheapest first, that this backend can probe."""
+        o = self.opts
+        if o.release_mode:
+            # The default index only serves the repro preset, whose test installs the wheel.
+            nightlies = bool(o.nightly_index or o.nightly_urls or not o.test)
+            asked = {"image": not o.no_images, "nightly": nightlies and not o.no_nightlies}
+        else:
+            asked = {"prebuilt": bool(o.artifacts)}
+        wanted = [kind for kind, on in asked.items() if on]
+        missing = [kind for kind in wanted if kind not in self.backend.tiers]
         if missing:
             self.say(f"the {self.backend.name} backend cannot probe prebuilt "
-                     f"{' or '.join(t + 's' for t in missing)}: those probes build")
-        out = []
-        if "image" in wanted and "image" in can:
-            out.append(image_tier(self.span, self.catalog, self.old, self.new))
-        if "nightly" in wanted and "nightly" in can:
-            rel = self.old.release
-            index = o.nightly_index or (PYTORCH_NIGHTLY.format(
-                cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
-            try:
-                found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
-                tier = nightly_tier(self.span, found, o.cache_dir, self.say)
-            except UserError as exc:
-                self.say(f"{exc.message}; going on without nightlies")
-            else:
-                self.say(f"{len(tier.sources)} nightly wheel(s) map onto the range"
-                         if tier.sources else
-                         "no nightly wheel covers the range; going on without nightlies")
-                out.append(tier)
-        return out
+                     f"{' or '.join(TIER_WORDS[k][1] for k in missing)}: those probes build")
+        return [tier for kind in wanted if kind not in missing for tier in self._tier(kind)]
 
-    def _prebuilt(self) -> list[Tier]:
-        """Generic mode: the artifacts `--artifacts` names, mapped by `--artifact-map`."""
-        if "prebuilt" not in self.backend.tiers:
-            self.say(f"the {self.backend.name} backend cannot test prebuilt artifacts yet: "
-                     "every probe builds")
-            return []
+    def _tier(self, kind: str) -> list[Tier]:
+        if kind == "image":
+            return [image_tier(self.span, self.catalog, self.old, self.new)]
+        o, rel = self.opts, self.old.release
+        each, plural = TIER_WORDS[kind]
+        store = ArtifactStore(self.artifact_root)
         try:
-            tier = artifact_tier(self.span, list_artifacts(self.opts.artifacts),
-                                 self.opts.artifact_map, self.opts.cache_dir, self.say)
+            if kind == "nightly":
+                index = o.nightly_index or (PYTORCH_NIGHTLY.format(
+                    cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
+                found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
+                tier = nightly_tier(self.span, found, store, self.say)
+            else:
+                tier = artifact_tier(self.span, list_artifacts(o.artifacts), o.artifact_map,
+                                     store, self.say)
         except UserError as exc:
-            self.say(f"{exc.message}; going on without prebuilt artifacts")
+            self.say(f"{exc.message}; going on without {plural}")
             return []
-        self.say(f"{len(tier.sources)} prebuilt artifact(s) map onto the range")
-        return [tier]
+        self.say(f"{len(tier.sources)} {each} map onto the range" if tier.sources
+                 else f"no {plural} map onto the range; going on without them")
+        return [tier] if tier.sources else []
 
     def ships(self, sha: str) -> list[dict[str, str]]:
         """Catalog releases that do and do not contain sha (for the report)."""
@@ -335,9 +328,10 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
         if not partial:
             raise
         return Question(opts, store, catalog, old, new, None, recipe, None, exc, say)
-    backend = backends.create(opts.backend_name,
-                              backend_setup(opts, span, recipe, store, say))
-    return Question(opts, store, catalog, old, new, span, recipe, backend, None, say)
+    setup = backend_setup(opts, span, recipe, store, say)
+    backend = backends.create(opts.backend_name, setup)
+    return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,
+                    setup.artifacts)
 
 
 # --- the options on the command line, and their meaning ---------------------------
