@@ -63,8 +63,10 @@ def make_repo(path: Path, n: int, transition: int, unbuildable: set[int] = froze
 
 
 CEXT_BUILD = 'CC="ccache gcc" python3 setup.py -q bdist_wheel -d "$BISECT_ARTIFACTS"'
+# A wheel that does not install or import is "cannot test" (125), never "new behaviour".
 CEXT_TEST = ('pip install -q --no-deps --force-reinstall --no-index "$BISECT_ARTIFACTS"/fastmod-*.whl'
-             ' && cd / && python3 -c "import fastmod, sys; sys.exit(fastmod.answer() != 41)"')
+             ' && cd / && python3 -c "import fastmod" || exit 125;'
+             ' python3 -c "import fastmod, sys; sys.exit(fastmod.answer() != 41)"')
 
 _SETUP = """from setuptools import Extension, setup
 setup(name="fastmod", version="0.1",

@@ -122,7 +122,21 @@ def test_ambiguous_when_unbuildable_commits_hide_the_transition(tmp_path, run_cl
                             str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"),
                             "--quiet", "--json"])
     res = json.loads(out)
-    assert code == 4 and res["candidates"] == shas[11:14]
+    assert code == 4 and res["candidates"] == shas[11:14], probe_trace(tmp_path / "st", res, shas)
+
+
+def probe_trace(state: Path, res: dict, shas: list[str]) -> str:
+    """Every probe of the session with its verdict, reason and log tails: what a failure
+    on CI needs to be understood without rerunning it."""
+    index = {s: i for i, s in enumerate(shas)}
+    lines = [f"result: {res}"]
+    for p in Store(state).probes(res["session"]):
+        lines.append(f"#{index[p.commit]} round {p.round}: {p.verdict.value} ({p.reason}) "
+                     f"{p.details}")
+        for name, rel in p.logs.items():
+            text = (state / rel).read_text(errors="replace").strip().splitlines()
+            lines += [f"    {name}: {ln}" for ln in text[-6:]]
+    return "\n".join(lines)
 
 
 def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
