@@ -121,3 +121,108 @@ def make_cext_repo(path: Path, n: int, transition: int, unbuildable: set[int] = 
     subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
     return subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
                           check=True, capture_output=True, text=True).stdout.split()
+
+
+# --- a compiled package with Python-only commits (overlay probes) --------------------------
+
+MIXED_BUILD = 'CC="ccache gcc" python3 setup.py -q bdist_wheel -d "$BISECT_ARTIFACTS"'
+MIXED_TEST = ('pip install -q --no-deps --force-reinstall --no-index "$BISECT_ARTIFACTS"/mixpkg-*.whl'
+              ' && cd / && python3 -c "import mixpkg" || exit 125;'
+              ' python3 -c "import mixpkg, sys; sys.exit(mixpkg.answer() != 41)"')
+# What ships as it is: the package's Python; gen/ is a build input, tests never ship.
+MIXED_RULE = ("ships:mixpkg/*.py", "inert:tests/*")
+TRANSITION_KINDS = ("py", "codegen", "transformed")
+
+_MIXED_SETUP = """import pathlib
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+
+class stamped(build_py):
+    # mixpkg/config.py ships rewritten: @OFFSET@ becomes gen/offset.txt's number.
+    def build_module(self, module, module_file, package):
+        out = super().build_module(module, module_file, package)
+        if module == "config":
+            target = pathlib.Path(out[0])
+            offset = pathlib.Path("gen/offset.txt").read_text().strip()
+            target.write_text(target.read_text().replace("@OFFSET@", offset))
+        return out
+
+
+setup(name="mixpkg", version="0.1", packages=["mixpkg"], cmdclass={"build_py": stamped},
+      ext_modules=[Extension("mixpkg._fast", ["mixpkg/_fast.c"])])
+"""
+
+_MIXED_C = """#include <Python.h>
+#define REVISION {revision}
+static PyObject *base(PyObject *self, PyObject *args) {{ return PyLong_FromLong(41); }}
+static PyMethodDef methods[] = {{{{"base", base, METH_NOARGS, "41"}}, {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit__fast(void) {{ return PyModule_Create(&module); }}
+"""
+
+_MIXED_INIT = """from . import _fast, config, logic
+
+
+def answer():
+    return _fast.base() + logic.DELTA + config.OFFSET + config.EXTRA
+"""
+
+
+def make_mixed_repo(path: Path, n: int, transition: int, python_only: set[int],
+                    kind: str = "py") -> list[str]:
+    """A package with a C extension where `mixpkg.answer()` is 41 before `transition` and
+    42 from it on. Commits in `python_only` change only mixpkg/*.py (and tests/): they
+    edit logic.py and, in turn, add, rename and delete small modules, as real Python-only
+    commits do. The others edit the C source. How the transition commit changes the answer:
+
+    py           logic.py's DELTA becomes 1 (an overlay is safe);
+    codegen      gen/offset.txt, a build input, becomes 1 (needs a build);
+    transformed  config.py, which the build rewrites, adds 1 (the rule calls it shipped,
+                 but its wheel copy differs from git: the overlay must refuse).
+    """
+    if kind not in TRANSITION_KINDS:
+        raise ValueError(kind)
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    out = bytearray()
+    extras: list[str] = []
+    for i in range(n):
+        ts = 1_700_000_000 + i * 60
+        new = i >= transition
+        out += b"commit refs/heads/main\nmark :%d\n" % (i + 1)
+        out += b"author Dev <dev@example.com> %d +0000\ncommitter Dev <dev@example.com> %d +0000\n" % (ts, ts)
+        what = "python" if i in python_only else "native"
+        out += _data(f"mixpkg: {what} step {i}" + (f" (#{3000 + i})" if i % 2 else ""))
+        files: dict[str, str] = {}
+        if i:
+            out += b"from :%d\n" % i
+        else:
+            files = {"setup.py": _MIXED_SETUP, "mixpkg/__init__.py": _MIXED_INIT,
+                     "gen/offset.txt": "0\n", "mixpkg/_fast.c": _MIXED_C.format(revision=0)}
+        if i == 0 or i == transition or (i in python_only and i != transition):
+            files["mixpkg/logic.py"] = (f"# revision {i}\nDELTA = "
+                                        f"{1 if new and kind == 'py' else 0}\n")
+        if i == 0 or (i == transition and kind == "transformed"):
+            files["mixpkg/config.py"] = ("OFFSET = @OFFSET@\nEXTRA = "
+                                         f"{1 if new and kind == 'transformed' else 0}\n")
+        if i == transition and kind == "codegen":
+            files["gen/offset.txt"] = "1\n"
+        if i in python_only and i != transition:
+            files[f"tests/test_{i}.py"] = f"def test_{i}():\n    pass\n"
+            if i % 3 == 0 or not extras:
+                extras.append(f"mixpkg/extra_{i}.py")
+                files[extras[-1]] = f"STEP = {i}\n"
+            elif i % 3 == 1:
+                old, extras[-1] = extras[-1], f"mixpkg/extra_{i}_renamed.py"
+                out += f"R {old} {extras[-1]}\n".encode()
+            else:
+                out += f"D {extras.pop()}\n".encode()
+        elif i and i != transition:
+            files["mixpkg/_fast.c"] = _MIXED_C.format(revision=i)
+        for name, text in files.items():
+            out += f"M 644 inline {name}\n".encode() + _data(text)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=bytes(out), check=True)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
+    return subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.split()

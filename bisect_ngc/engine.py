@@ -1,12 +1,14 @@
 """Drives one bisection: search -> cache -> backend -> store, round after round.
 
 Cheaper tiers go first: each narrows the range as far as its prebuilt artifacts allow
-(NGC images as they are, then nightly wheels), and builds search only what is left."""
+(NGC images as they are, then nightly wheels), and builds search only what is left. In
+that last stretch a commit whose diff to a built neighbour is Python-only is probed as an
+overlay of the neighbour's wheel (wheel_overlay.Overlays) instead of being built."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .history import History
@@ -15,6 +17,9 @@ from .search import (RepeatPolicy, Result, Round, Verdict, next_in_subset, next_
                      open_interval)
 from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
                     SessionStatus, Store, digest)
+
+if TYPE_CHECKING:
+    from .wheel_overlay import Overlays
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Bisection:
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
-                 tiers: list[Tier] | None = None):
+                 tiers: list[Tier] | None = None, overlays: "Overlays | None" = None):
         self.store = store
         self.span = span
         self.recipe = recipe
@@ -70,6 +75,7 @@ class Bisection:
         self.events = events or Events()
         self.ships = ships or (lambda sha: [])
         self.tiers = [t for t in tiers or [] if t.sources]
+        self.overlays = overlays
         self.build_key = recipe.build_key()
         self.test_key = digest([recipe.test_key(), self.settings.repeat,
                                 self.settings.policy.value])
@@ -109,7 +115,18 @@ class Bisection:
             step = next_in_subset(n, verdicts, tier.sources, self.settings.jobs)
             if step is not None:
                 return tier, step
-        return None, next_step(n, verdicts, self.settings.jobs)
+        cheap = {}
+        if self.overlays is not None and 0 in verdicts and n - 1 in verdicts:
+            cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
+        return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
+
+    def _source(self, tier: Tier | None, i: int, lo: int, hi: int) -> Source | None:
+        """A prebuilt tier's artifact; in the build tier, an overlay where one is safe."""
+        if tier is not None:
+            return tier.sources[i]
+        if self.overlays is None or self._cached(self.span.candidates[i]) is not None:
+            return None
+        return self.overlays.source(i, lo, hi)
 
     def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
@@ -152,8 +169,11 @@ class Bisection:
         requests = []
         for i in step.indices:
             commit = self.span.candidates[i]
-            source = tier.sources[i] if tier else None
+            source = self._source(tier, i, lo, hi)
             hit = self._cached(commit, source)
+            if hit is None and source is not None and source.tier == "overlay" and \
+                    not self.overlays.make(i, source):
+                source, hit = None, self._cached(commit)    # refused: build it after all
             if hit is not None:
                 hit.round, hit.idx = rnd, i
                 hit.started = hit.ended = time.time()
@@ -202,7 +222,8 @@ class Bisection:
             tier, step = self.plan(verdicts)
             if isinstance(step, Result):
                 return step
-            src = {i: tier.sources[i] if tier else None for i in step.indices}
+            lo, hi = open_interval(len(self.span.candidates), verdicts)
+            src = {i: self._source(tier, i, lo, hi) for i in step.indices}
             hits = {i: self._cached(self.span.candidates[i], src[i]) for i in step.indices}
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
@@ -214,6 +235,10 @@ class Bisection:
         details = dict(out.details, tier=req.tier)
         if req.source:
             details["source"] = req.source.label
+            if req.source.why:
+                details["source_why"] = req.source.why
+            if req.source.tier == "overlay":
+                details["overlay_of"] = req.source.reports
         if out.checkout_s is not None:
             details["checkout_s"] = round(out.checkout_s, 3)
         return ProbeRecord(
@@ -249,11 +274,17 @@ class Bisection:
 
 
 def tally(probes: list[ProbeRecord]) -> dict[str, int]:
-    """probes: commits built and tested in this session; runs: test executions (a commit
+    """probes: commits probed in this session (built, prebuilt or overlaid) and tested;
+    builds: probes that compiled (reused builds left out); runs: test executions (a commit
     whose build failed counts once); cached: verdicts taken from the cache; rounds: search
-    steps."""
-    return {"probes": sum(1 for p in probes if not p.cached),
+    steps; prebuilt: probes of a prebuilt tier or an overlay; overlays: probes of an
+    overlay."""
+    ran = [p for p in probes if not p.cached]
+    return {"probes": len(ran),
+            "builds": sum(1 for p in ran if p.build_s is not None
+                          and not p.details.get("build_reused")),
             "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
             "cached": sum(1 for p in probes if p.cached),
             "rounds": len({p.round for p in probes}),
-            "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build")}
+            "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build"),
+            "overlays": sum(1 for p in ran if p.details.get("tier") == "overlay")}

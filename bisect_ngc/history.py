@@ -13,6 +13,7 @@ from typing import Iterator
 import git
 
 from .errors import UserError
+from .overlay import Change
 
 _REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
@@ -183,6 +184,28 @@ class History:
             sha, title, author, date, body = record.split(_SEP, 4)
             infos[sha] = CommitInfo(sha, title, author, date, parse_pr(body))
         return infos
+
+    def changes(self, old: str, new: str) -> list[Change]:
+        """What differs from `old` to `new`, file by file, renames found (`git diff --raw -M`)."""
+        out = self.repo.git.diff("--raw", "-z", "-M", "--no-abbrev", "--no-ext-diff", old, new,
+                                 "--")
+        fields = out.split("\0")
+        found, k = [], 0
+        while k < len(fields) and fields[k].startswith(":"):
+            old_mode, new_mode, old_blob, new_blob, status = fields[k][1:].split(" ")
+            if status[0] in "RC":
+                found.append(Change(status[0], fields[k + 2], fields[k + 1], old_mode,
+                                    new_mode, old_blob, new_blob))
+                k += 3
+            else:
+                found.append(Change(status[0], fields[k + 1], None, old_mode, new_mode,
+                                    old_blob, new_blob))
+                k += 2
+        return found
+
+    def blob(self, sha: str) -> bytes:
+        """A file's contents by blob id (fetched on demand in a blobless clone)."""
+        return self.repo.odb.stream(bytes.fromhex(sha)).read()
 
     def has_submodules(self, sha: str) -> bool:
         try:

@@ -25,12 +25,14 @@ from .backends.base import Backend, BackendSetup
 from .engine import Bisection, Events, Range, Settings, Tier
 from .errors import UserError
 from .history import History, redact_url
+from .overlay import OverlayRule, RuleError
 from .recipes import Recipe, local_cuda_arch, pytorch_preset
 from .releases import UPSTREAM, Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .store import Store
 from .tiers import (MAP_RULES, PYTORCH_NIGHTLY, artifact_tier, image_tier, list_artifacts,
                     list_nightlies, nightly_tier)
+from .wheel_overlay import Overlays
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -101,6 +103,8 @@ class Options:
     nightly_urls: Path | None = None
     artifacts: str | None = None
     artifact_map: str = "name"
+    overlay_rule: tuple[str, ...] = ()
+    no_overlay: bool = False
     slurm: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -200,7 +204,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
                       build_image=opts.build_image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
                       keep=list(opts.keep), submodules=not opts.no_submodules,
-                      expect_torch_commit=bool(opts.check_torch_commit), **timeouts)
+                      expect_torch_commit=bool(opts.check_torch_commit),
+                      overlay=_overlay_rule(opts.overlay_rule), **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
@@ -226,7 +231,18 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         recipe.subject = "The failure"
     if opts.check_torch_commit is not None:
         recipe.expect_torch_commit = opts.check_torch_commit
+    if opts.overlay_rule:
+        recipe.overlay = _overlay_rule(opts.overlay_rule)
     return recipe
+
+
+def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
+    try:
+        OverlayRule.parse(lines) if lines else None
+    except RuleError as exc:
+        raise UserError(str(exc), hint="e.g. --overlay-rule 'ships:mypkg/*.py' "
+                                       "--overlay-rule 'inert:tests/*'") from None
+    return list(lines)
 
 
 def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
@@ -266,7 +282,22 @@ class Question:
 
     def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
-                         events=events, ships=self.ships, tiers=self.tiers())
+                         events=events, ships=self.ships, tiers=self.tiers(),
+                         overlays=self.overlays())
+
+    def overlays(self) -> Overlays | None:
+        """Overlay probes, where the recipe says which files ship and the backend can test
+        a ready wheel."""
+        r = self.recipe
+        if self.opts.no_overlay or not r.overlay:
+            return None
+        if "overlay" not in self.backend.tiers:
+            self.say(f"the {self.backend.name} backend cannot probe overlays (its builds are "
+                     "not in the artifact store): every probe builds")
+            return None
+        return Overlays(self.span.history, ArtifactStore(self.artifact_root),
+                        self.span.candidates, r.image or "", r.build_key(),
+                        OverlayRule.parse(r.overlay), self.say)
 
     def tiers(self) -> list[Tier]:
         """The prebuilt tiers asked for, cheapest first, that this backend can probe."""
@@ -403,6 +434,18 @@ question_options = _stack(
     click.option("--artifact-map", default="name", show_default=True, metavar="RULE",
                  help="How an artifact names its commit: " + ", ".join(MAP_RULES) +
                       " (CMD gets the file as $1 and prints the sha)."),
+    click.option("--overlay-rule", multiple=True, metavar="KIND:GLOB",
+                 help="Which changed files a neighbour's wheel can take as they are, so a "
+                      "commit whose diff to a built neighbour touches nothing else is tested "
+                      "on that wheel with its files put in (an overlay: about a minute, not "
+                      "a build). KIND is ships (installed byte for byte), never (looks like "
+                      "it ships but the build reads or writes it) or inert (never reaches the "
+                      "build: tests, docs); `*` also matches `/`. Repeatable; `pytorch` is "
+                      "the preset that release mode uses. Example: --overlay-rule "
+                      "'ships:mypkg/*.py' --overlay-rule 'never:mypkg/_version.py'."),
+    click.option("--no-overlay", is_flag=True,
+                 help="Build every probed commit; never test a neighbour's wheel with this "
+                      "commit's Python files put in."),
     click.option("--no-images", is_flag=True,
                  help="Release mode: do not test the NGC images as they are before building "
                       "(the endpoints' images first, then the releases in between)."),
@@ -502,7 +545,7 @@ QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "te
                  "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
                  "build_tree", "retry_skips", "check_torch_commit", "artifact_store",
                  "no_images", "no_nightlies", "nightly_index", "nightly_urls", "artifacts",
-                 "artifact_map")
+                 "artifact_map", "overlay_rule", "no_overlay")
 
 
 def options_from(params: dict[str, Any]) -> Options:

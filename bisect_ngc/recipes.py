@@ -47,6 +47,7 @@ class Recipe:
     build_timeout: float | None = None      # seconds per build
     subject: str = "The failure"            # the report's headline names what changed
     test_as_is: str | None = None           # the test in a prebuilt image (no build to use)
+    overlay: list[str] = field(default_factory=list)   # overlay rule lines; [] = always build
 
     def build_key(self) -> str:
         """Everything that decides what a build produces."""
@@ -70,7 +71,7 @@ class Recipe:
                 "env": self.env, "mounts": [f"{m.host}:{m.container}" for m in self.mounts],
                 "expect_torch_commit": self.expect_torch_commit, "gpus": self.gpus,
                 "timeout": self.timeout, "build_timeout": self.build_timeout,
-                "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
+                "overlay": self.overlay, "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 
 def _template_dirs() -> list[str]:
@@ -132,4 +133,5 @@ def pytorch_preset(base_image: str, *, cuda_arch: str, max_jobs: int | None = No
         build_image=f"bisect-ngc/builder:{digest(dockerfile)[:12]}", build_dockerfile=dockerfile,
         mounts=[Mount(repro_dir(), f"{REPRO_IN_CONTAINER}/repro")],
         build_settings={k: v for k, v in settings.items() if k != "ccache_size"},
-        build_tree=build_tree, expect_torch_commit=True, gpus=gpus, subject=REPRO_SUBJECT)
+        build_tree=build_tree, expect_torch_commit=True, gpus=gpus, subject=REPRO_SUBJECT,
+        overlay=["pytorch"])

@@ -49,8 +49,13 @@ class Result:
     skipped: tuple[int, ...] = field(default=())
 
 
-def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Round | Result:
-    """Return the next probes, or the result once the verdicts settle the question."""
+def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1,
+              cheap: Mapping[int, float] | None = None) -> Round | Result:
+    """Return the next probes, or the result once the verdicts settle the question.
+
+    `cheap` gives some indices a cost below a build's 1.0 (an overlay of a built
+    neighbour): a probe may move to one of them when the cost it saves outweighs the
+    worse split. Which indices get probed changes; the answer cannot."""
     if n < 2:
         raise ValueError("need at least two candidates (the two endpoints)")
     if jobs < 1:
@@ -77,7 +82,7 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1) -> Round |
                           old_outcome=old, new_outcome=new, skipped=skipped)
         return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
                       old_outcome=old, new_outcome=new, skipped=skipped)
-    return Round(_split(lo, hi, n_untested, verdicts, jobs))
+    return Round(_split(lo, hi, n_untested, verdicts, jobs, cheap or {}))
 
 
 def next_in_subset(n: int, verdicts: Mapping[int, Verdict], subset: Collection[int],
@@ -126,7 +131,7 @@ def _endpoint_problem(old: Verdict, new: Verdict) -> str:
 
 
 def _split(lo: int, hi: int, n_untested: int, verdicts: Mapping[int, Verdict],
-           jobs: int) -> tuple[int, ...]:
+           jobs: int, cheap: Mapping[int, float]) -> tuple[int, ...]:
     """Ideal points cut (lo, hi) into jobs+1 near-equal parts; each slot takes a point near its own."""
     if n_untested <= jobs:
         return tuple(i for i in range(lo + 1, hi) if i not in verdicts)
@@ -136,7 +141,8 @@ def _split(lo: int, hi: int, n_untested: int, verdicts: Mapping[int, Verdict],
     runs = _skip_runs(lo, hi, verdicts)
     chosen: list[int] = []
     for j in range(1, jobs + 1):
-        pick = _pick(ideals[j], ideals[j - 1], ideals[j + 1], lo, hi, verdicts, set(chosen), runs)
+        pick = _pick(ideals[j], ideals[j - 1], ideals[j + 1], lo, hi, verdicts, set(chosen),
+                     runs, cheap)
         if pick is not None:
             chosen.append(pick)
     return tuple(sorted(chosen))
@@ -153,7 +159,8 @@ def _skip_runs(lo: int, hi: int, verdicts: Mapping[int, Verdict]) -> list[tuple[
 
 
 def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping[int, Verdict],
-          taken: set[int], runs: list[tuple[int, int]]) -> int | None:
+          taken: set[int], runs: list[tuple[int, int]], cheap: Mapping[int, float]
+          ) -> int | None:
     """The probe for one slot.
 
     With no untestable commit in the slot's window this is the untested index nearest the
@@ -161,16 +168,23 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
     near a stretch of L skipped commits the next ones are likely skipped too: each
     candidate is scored by the expected bits it leaves to find, with a skip chance that
     decays over max(L, 2) commits from the stretch. A lone skip moves the probe a few
-    commits away; a long stretch is jumped over instead of walked through.
+    commits away; a long stretch is jumped over instead of walked through. A cheap index
+    adds its cost (a build is 1.0) to those bits, as one bit costs about one build.
     """
     ideal = min(max(ideal, lo + 1), hi - 1)
     left, right = max(left, lo), min(right, hi)
     local = [r for r in runs if r[1] > left and r[0] < right]
-    if not local:
-        return _nearest_untested(ideal, lo, hi, verdicts, taken)
+    cheap_here = [x for x in cheap if left < x < right]
+    nearest = _nearest_untested(ideal, lo, hi, verdicts, taken)
+    if not local and not cheap_here:
+        return nearest
     starts = [a for a, _ in local]
-    cands = set(range(left + 1, right, max(1, (right - left) // 128)))
-    cands.add(ideal)
+    cands = set(cheap_here)
+    if nearest is not None:
+        cands.add(nearest)
+    if local:
+        cands.update(range(left + 1, right, max(1, (right - left) // 128)))
+        cands.add(ideal)
     for a, b in local:
         step = 1
         while step <= right - left:
@@ -188,12 +202,10 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
             dist = a - x if x < a else x - b
             q = max(q, math.exp(-(dist - 1) / max(b - a + 1, 2)))
         split = ((x - left) * math.log2(x - left) + (right - x) * math.log2(right - x)) / span
-        score = (q * miss_cost + (1 - q) * split, abs(x - ideal), x)
+        score = (cheap.get(x, 1.0) + q * miss_cost + (1 - q) * split, abs(x - ideal), x)
         if best is None or score < best:
             best = score
-    if best is None:
-        return _nearest_untested(ideal, lo, hi, verdicts, taken)
-    return best[2]
+    return nearest if best is None else best[2]
 
 
 def _nearest_untested(ideal: int, lo: int, hi: int, verdicts: Mapping[int, Verdict],

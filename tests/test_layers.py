@@ -63,6 +63,12 @@ def test_the_search_is_pure():
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}
 
 
+def test_the_overlay_rule_is_pure():
+    used = imports(MODULES["bisect_ngc.overlay"], top_level_only=False)
+    assert not {m for m in used if m.startswith("bisect_ngc")}
+    assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click", "zipfile"}
+
+
 def test_backends_know_only_their_interface():
     everything = graph(top_level_only=False)
     backends = {n for n in MODULES if n.startswith("bisect_ngc.backends.")} - \

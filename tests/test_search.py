@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -227,3 +228,52 @@ def test_skips_in_a_tier_never_change_the_answer_when_a_build_can_decide(case):
         assert result.first_new == t
     else:
         assert result.status is Status.AMBIGUOUS and t in result.candidates
+
+
+def simulate_cheap(n, t, skips, jobs, cheap_of):
+    """Like simulate, with cheap_of(verdicts) naming the cheap indices before each round
+    (in the engine: overlays of built neighbours). Returns (result, builds, cheap probes)."""
+    verdicts, builds, cheap_probes = {}, 0, 0
+    while True:
+        cheap = cheap_of(verdicts)
+        step = next_step(n, verdicts, jobs, cheap=cheap)
+        if isinstance(step, Result):
+            return step, builds, cheap_probes
+        assert len(set(step.indices)) == len(step.indices)
+        for i in step.indices:
+            assert 0 <= i < n and i not in verdicts, "never probes a commit twice"
+            if i in cheap:
+                cheap_probes += 1
+            else:
+                builds += 1
+            verdicts[i] = Verdict.SKIP if i in skips else Verdict.FAIL if i >= t else \
+                Verdict.PASS
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(max_n=5000), st.integers(1, 6), st.sets(st.integers(0, 4999), max_size=400),
+       st.floats(0.001, 0.99))
+def test_cheap_indices_change_the_cost_never_the_answer(h, jobs, marked, cost):
+    n, t, skips = h
+    plain, _, _ = simulate(n, t, skips, jobs)
+
+    def near_probed(verdicts):    # cheap: a marked index next to a probed one, as overlays are
+        return {i: cost for i in marked if i < n and i not in verdicts
+                and any(j in verdicts for j in (i - 1, i + 1))}
+
+    for cheap_of in (near_probed, lambda v: {i: cost for i in marked if i < n and i not in v}):
+        result, _, _ = simulate_cheap(n, t, skips, jobs, cheap_of)
+        # `skipped` lists the skips met on the way, which depends on the path taken.
+        assert replace(result, skipped=()) == replace(plain, skipped=())
+
+
+def test_cheap_neighbours_replace_builds_at_the_end():
+    # Every index is cheap once a neighbour was probed (a Python-only stretch): the last
+    # steps walk overlays instead of building.
+    n, t = 1025, 700
+    near = lambda v: {i: 1 / 30 for i in range(n) if i not in v and
+                      any(j in v for j in (i - 1, i + 1, i - 2, i + 2))}
+    plain, plain_probes, _ = simulate(n, t, set())
+    result, builds, cheap = simulate_cheap(n, t, set(), 1, near)
+    assert result == plain
+    assert cheap > 0 and builds < plain_probes

@@ -41,12 +41,13 @@ class Mount:
 @dataclass(frozen=True)
 class Source:
     """A prebuilt way to probe one candidate, cheaper than a build: an NGC image as it is,
-    or a nightly wheel."""
+    a nightly wheel, or a neighbour's wheel with this commit's Python files (an overlay)."""
 
-    tier: str          # "image" | "nightly"
-    ref: str           # the image reference, or the wheel's URL
-    label: str         # for people: "NGC 24.09", "nightly 2024-09-01"
+    tier: str          # "image" | "nightly" | "prebuilt" | "overlay"
+    ref: str           # the image reference, the wheel's URL, or the overlay's store key
+    label: str         # for people: "NGC 24.09", "nightly 2024-09-01", "overlay of abc123"
     reports: str = ""  # the torch commit the artifact reports, where not the candidate
+    why: str = ""      # why this source was chosen, for the probe record
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,11 @@ def fetch_prebuilt(artifacts: "ArtifactStore", req: ProbeRequest,
                    say: Callable[[str], None]) -> Path:
     """The directory holding the probe's prebuilt artifact; a failed download is this
     probe's skip (ProbeFailed), not the session's end."""
+    if req.source.tier == "overlay":          # written into the store by the controller
+        art = artifacts.get(req.source.ref)
+        if art is None:
+            raise ProbeFailed(f"the {req.source.label} artifact is missing from the store")
+        return art.path
     try:
         return artifacts.fetch(req.source.ref, say).path
     except (OSError, ValueError) as exc:

@@ -81,7 +81,7 @@ def _short(exc: BaseException) -> str:
 
 class DockerBackend(ThreadedRounds):
     name = "docker"
-    tiers = ("image", "nightly", "prebuilt")
+    tiers = ("image", "nightly", "prebuilt", "overlay")
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, artifacts: ArtifactStore,
                  cache_dir: Path, state_dir: Path, say: Callable[[str], None] | None = None,
@@ -196,7 +196,7 @@ class DockerBackend(ThreadedRounds):
             self.ensure_image(image)
             build = None
             details: dict[str, Any] = {}
-        elif req.tier in ("nightly", "prebuilt"):
+        elif req.source is not None:      # a nightly, a given wheel or an overlay
             on_phase(req, "download")
             image, test, art_path = r.image, r.test, fetch_prebuilt(self.artifacts, req,
                                                                     self.say)

@@ -85,7 +85,7 @@ class Scheduler:
 
 class SlurmBackend:
     name = "slurm"
-    tiers: tuple[str, ...] = ("nightly", "prebuilt")   # test-only jobs (+ images in containers)
+    tiers: tuple[str, ...] = ("nightly", "prebuilt", "overlay")   # test-only jobs (+ images)
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
                  store: Store, artifacts: ArtifactStore,
@@ -261,10 +261,15 @@ class SlurmBackend:
 
     def _submit(self, requests: Sequence[ProbeRequest], attempt: int = 0
                 ) -> dict[str, ProbeOutcome]:
-        if requests[0].tier != "image":
-            return self._submit_round(requests, attempt)
+        """Builds go in one build+test array pair, ready artifacts (nightlies, overlays) in
+        one test array, and each image in a test array of its own."""
         early: dict[str, ProbeOutcome] = {}
-        for req in requests:       # each image is its own test array of one task
+        builds = [r for r in requests if r.source is None]
+        ready = [r for r in requests if r.source is not None and r.tier != "image"]
+        for group in (builds, ready):
+            if group:
+                early.update(self._submit_round(group, attempt))
+        for req in (r for r in requests if r.tier == "image"):
             early.update(self._submit_round([req], attempt, image=req.source.ref,
                                             test=self.recipe.test_as_is or self.test_cmd))
         return early
