@@ -131,7 +131,9 @@ def _dry_run(bis, backend) -> int:
 
 def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) -> None:
     status = summary["status"]
+    overlays = f", {summary['overlays']} of them overlays" if summary["overlays"] else ""
     tally_line = (f"{summary['probes']} probe(s) ({summary['runs']} test run(s)), "
+                  f"{summary['builds']} build(s){overlays}, "
                   f"{summary['cached']} from cache, {summary['rounds']} round(s), "
                   f"session {summary['session']}")
     if status == "found":

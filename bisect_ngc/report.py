@@ -27,8 +27,9 @@ from .store import ProbeRecord, Store
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 SYSTEM_DIRS = {"bin", "sbin", "usr", "etc", "opt", "lib", "lib64", "dev", "proc", "sys", "run",
                "var", "srv", "mnt", "media", "boot", "snap", "nix"}
-# An absolute path in running text: not part of a URL, a relative path or a closing tag.
-ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])/([\w.+@-]+)(?:/[\w.+@-]+)*")
+# An absolute path in running text: not part of a URL, a relative path, a closing tag or
+# a path under a quoted variable ("$BISECT_ARTIFACTS"/x.whl).
+ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])(?<![\w}]\")/([\w.+@-]+)(?:/[\w.+@-]+)*")
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates"),
                           undefined=jinja2.StrictUndefined, trim_blocks=True,
@@ -182,6 +183,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         p = by_idx.get(info["index"]) if info else None
         if p is not None:
             evidence.append({"role": role, "commit": info, "probe": p, "details": p.details})
+    overlaid = {e["commit"]["sha"] for e in evidence if e["details"].get("tier") == "overlay"}
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     performed = [p for p in probes if not p.cached]
     durations = [(p.details.get("checkout_s") or 0) + (p.build_s or 0) + (p.test_s or 0)
@@ -209,8 +211,12 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "checkout_total": sum(p.details.get("checkout_s") or 0 for p in performed),
         "wall": _wall(probes), "per_probe": per_probe, "serial_steps": serial_steps,
         "serial_time": serial_steps * per_probe,
-        "reproduce": [params.probe_argv + ["--commit", c["sha"]] for c in (first, last) if c]
-        if params.probe_argv and first else [],
+        "reproduce": [params.probe_argv + ["--commit", c["sha"]] +
+                      (["--no-overlay"] if c["sha"] in overlaid else [])
+                      for c in (first, last) if c] if params.probe_argv and first else [],
+        "overlaid": overlaid,
+        "overlay_rows": [dict(p=p, c=commit(p.commit)) for p in probes
+                         if p.details.get("tier") == "overlay"],
         "excerpt": _excerpt(store.root, failing), "failing": failing,
         "log_prefix": os.path.relpath(store.root, out.parent),
         "tally": tally(probes),

@@ -58,26 +58,30 @@ class Overlays:
         return self._decisions[key]
 
     def _bases(self, lo: int, hi: int) -> list[int]:
-        return [b for b in range(lo, hi + 1) if self.built(b) is not None]
+        """Built candidates in [lo, hi] (clipped to the range)."""
+        return [b for b in range(max(lo, 0), min(hi, len(self.candidates) - 1) + 1)
+                if self.built(b) is not None]
 
     def cheap(self, lo: int, hi: int, verdicts: Mapping[int, Verdict]) -> dict[int, float]:
         """Untested candidates inside (lo, hi) that an overlay can probe, with their cost
-        relative to a build, for the search to weigh."""
+        relative to a build, for the search to weigh. Bases may lie outside (lo, hi):
+        the ends of the interval are often overlays themselves."""
         found: dict[int, float] = {}
-        for b in self._bases(lo, hi):
+        for b in self._bases(lo - self.reach, hi + self.reach):
             for step in (-1, 1):
                 for c in range(b + step, b + step * (self.reach + 1), step):
-                    if not lo < c < hi or c in verdicts:
-                        break
+                    if (c <= lo and step < 0) or (c >= hi and step > 0):
+                        break      # walking away from the interval
                     if not self.decision(b, c).safe:
                         break      # a wider diff holds this one: no safer further out
-                    found[c] = OVERLAY_COST
+                    if lo < c < hi and c not in verdicts:
+                        found[c] = OVERLAY_COST
         return found
 
     def source(self, target: int, lo: int, hi: int) -> Source | None:
         """How to probe `target` by overlay, or None when it must be built. Writes nothing."""
-        bases = [b for b in self._bases(max(lo, target - self.reach),
-                                        min(hi, target + self.reach)) if b != target]
+        bases = [b for b in self._bases(target - self.reach, target + self.reach)
+                 if b != target]
         if self.built(target) is not None:
             return None            # its own build exists: no reason to patch another
         base = choose_base(target, bases, lambda b: self.decision(b, target), lo, hi)

@@ -20,7 +20,8 @@ import pytest
 from bisect_ngc.cli import main
 from bisect_ngc.store import Store
 
-from benchmarks.repos import BUILD, CEXT_BUILD, CEXT_TEST, TEST, make_cext_repo, make_repo
+from benchmarks.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
+                              TEST, make_cext_repo, make_mixed_repo, make_repo)
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 
@@ -330,3 +331,43 @@ def test_a_build_made_by_docker_is_reused_by_slurm(tmp_path, run_cli):
     assert res["first_new"] == shas[7]
     probes = Store(tmp_path / "s").probes(res["session"])
     assert probes and all(p.details.get("build_reused") for p in probes if p.commit in built)
+
+
+def overlay_args(repo, tmp, *extra):
+    return ["bisect", "--repo", str(repo), "--old", "main~39", "--new", "main", "--backend",
+            "docker", "--image", IMAGE, "--build", MIXED_BUILD, "--test", MIXED_TEST,
+            *(f"--overlay-rule={r}" for r in MIXED_RULE), "--state", str(tmp / "st"),
+            "--cache-dir", str(tmp / "cache"), "--quiet", "--json", *extra]
+
+
+def test_a_python_only_transition_is_found_on_overlays_with_fewer_builds(tmp_path, run_cli):
+    shas = make_mixed_repo(tmp_path / "r", 40, 27, set(range(19, 36)))
+    code, out, err = run_cli(overlay_args(tmp_path / "r", tmp_path / "on"))
+    assert code == 0, err
+    res = json.loads(out)
+    code, out, _ = run_cli(overlay_args(tmp_path / "r", tmp_path / "off", "--no-overlay"))
+    plain = json.loads(out)
+    assert code == 0 and res["first_new"] == plain["first_new"] == shas[27]
+    assert res["overlays"] > 0 and res["builds"] < plain["builds"]
+    probes = sorted(Store(tmp_path / "on" / "st").probes(res["session"]), key=lambda p: p.round)
+    first = next(k for k, p in enumerate(probes) if p.details["tier"] == "overlay")
+    assert all(p.details["tier"] == "overlay" for p in probes[first:]), \
+        "a build after the first overlay"
+    for p in probes[first:]:
+        assert p.details["overlay_of"] in shas and "overlay-safe" in p.details["source_why"]
+    # The report marks them, and gives the command that builds the answer for real.
+    code, out, _ = run_cli(["report", "--state", str(tmp_path / "on" / "st"), "--session",
+                            res["session"]])
+    text = Path(out.split()[-1]).read_text() if code == 0 else ""
+    assert "overlay of" in text and "--no-overlay" in text
+
+
+@pytest.mark.parametrize("kind", ["codegen", "transformed"])
+def test_a_transition_an_overlay_cannot_carry_is_built(tmp_path, run_cli, kind):
+    shas = make_mixed_repo(tmp_path / "r", 40, 27, set(range(19, 36)), kind)
+    code, out, err = run_cli(overlay_args(tmp_path / "r", tmp_path))
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[27]
+    by_commit = {p.commit: p for p in Store(tmp_path / "st").probes(res["session"])}
+    assert by_commit[shas[27]].details["tier"] == "build"

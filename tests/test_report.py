@@ -234,6 +234,9 @@ def test_scrubber_replaces_this_machines_paths_only():
     text = scrub("run /bin/sh -c x in /tmp/some state/logs, then /home/me/x.txt </script>")
     assert "/bin/sh" in text and "</script>" in text
     assert "$BISECT_NGC_STATE/logs" in text and "/home/me" not in text and "…/x.txt" in text
+    # A path under a quoted variable is the recipe's own, not this machine's.
+    recipe = 'pip install "$BISECT_ARTIFACTS"/pkg-*.whl "${HOME}"/x "/home/me/y"'
+    assert scrub(recipe) == 'pip install "$BISECT_ARTIFACTS"/pkg-*.whl "${HOME}"/x "…/y"'
     cmd = scrub.command(["bisect-ngc", "probe", "--state", "/tmp/some state", "--test",
                          "echo '$(x)'"])
     out = subprocess.run(["bash", "-c", f"printf '%s\\n' {cmd}"], capture_output=True,

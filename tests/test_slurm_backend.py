@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from bisect_ngc.recipes import Recipe
 from bisect_ngc.search import RepeatPolicy, ceil_log
 from bisect_ngc.store import Store, digest
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from benchmarks.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
 
 
 def _cluster_problem() -> str | None:
@@ -507,3 +508,28 @@ def test_the_image_tier_runs_as_test_only_jobs_in_each_image(tmp_path, run_cli, 
     imported = set((tmp_path / "imported").read_text().split())
     assert {"docker://nvcr.io/nvidia/pytorch:90.03-py3",
             "docker://nvcr.io/nvidia/pytorch:90.04-py3"} <= imported
+
+
+@needs_slurm
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_overlay_probes_are_test_only_jobs(tmp_path, run_cli, jobs):
+    shas = make_mixed_repo(tmp_path / "r", 40, 27, set(range(19, 36)))
+    py = shlex.quote(sys.executable)     # builds on the node: this venv's setuptools
+    build = f'{py} setup.py -q bdist_wheel -d "$BISECT_ARTIFACTS"'
+    test = (f'site=$(mktemp -d) && {py} -m pip install -q --no-deps --no-index --target "$site" '
+            f'"$BISECT_ARTIFACTS"/mixpkg-*.whl || exit 125; cd "$site" && {py} -c '
+            '"import mixpkg, sys; sys.exit(mixpkg.answer() != 41)"; rc=$?; rm -rf "$site"; '
+            'exit $rc')
+    args = slurm_args(tmp_path / "r", tmp_path, "--json", "--jobs", str(jobs),
+                      *(f"--overlay-rule={r}" for r in MIXED_RULE), test=test)
+    args[args.index(BUILD)] = build
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[27] and res["overlays"] > 0
+    store = Store(tmp_path / "st")
+    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    tiers = {p.commit: p.details["tier"] for p in store.probes(res["session"])}
+    assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "overlay")
+    assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
+    assert res["builds"] == sum(t == "build" for t in tiers.values()) < 6
