@@ -139,13 +139,14 @@ from setuptools.command.build_py import build_py
 
 
 class stamped(build_py):
-    # mixpkg/config.py ships rewritten: @OFFSET@ becomes gen/offset.txt's number.
+    # mixpkg/config.py ships rewritten: @OFFSET@ becomes gen/offset.txt's number. Always
+    # from the source: a kept build/ holds last commit's stamped copy.
     def build_module(self, module, module_file, package):
         out = super().build_module(module, module_file, package)
         if module == "config":
-            target = pathlib.Path(out[0])
             offset = pathlib.Path("gen/offset.txt").read_text().strip()
-            target.write_text(target.read_text().replace("@OFFSET@", offset))
+            text = pathlib.Path(module_file).read_text().replace("@OFFSET@", offset)
+            pathlib.Path(out[0]).write_text(text)
         return out
 
 
