@@ -75,14 +75,16 @@ def log(state, session, as_json):
             "round": p.round, "index": p.idx, "commit": p.commit, "verdict": p.verdict.value,
             "reason": p.reason, "exit_code": p.exit_code, "build_s": p.build_s,
             "test_s": p.test_s, "checkout_s": p.details.get("checkout_s"), "cached": p.cached,
-            "runs": p.runs, "logs": p.logs} for p in probes]))
+            "runs": p.runs, "logs": p.logs, "tier": p.details.get("tier", "build"),
+            "source": p.details.get("source")} for p in probes]))
         return 0
     n = len(rec.candidates)
     click.echo(f"session {rec.id} ({rec.status.value}), {n - 1} candidates")
     for p in probes:
         timing = "" if p.cached else (f" checkout {p.details.get('checkout_s') or 0:.1f}s"
                                       f" build {p.build_s or 0:.1f}s test {p.test_s or 0:.1f}s")
-        tag = " cached" if p.cached else ""
+        tag = (" cached" if p.cached else "") + \
+            (f" [{p.details['source']}]" if p.details.get("source") else "")
         why = f" ({p.reason})" if p.reason else ""
         click.echo(f"  round {p.round:>2}  {p.commit[:12]}  {p.idx:>6}/{n - 1}  "
                    f"{p.verdict.value:<4}{why}{tag}{timing}")
