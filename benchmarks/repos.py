@@ -126,19 +126,30 @@ def make_cext_repo(path: Path, n: int, transition: int, unbuildable: set[int] = 
 # --- a compiled package with Python-only commits (overlay probes) --------------------------
 
 MIXED_BUILD = 'CC="ccache gcc" python3 setup.py -q bdist_wheel -d "$BISECT_ARTIFACTS"'
+# It prints the commit the wheel was built from, as the repro prints torch's git version
+# (what --check-torch-commit checks).
 MIXED_TEST = ('pip install -q --no-deps --force-reinstall --no-index "$BISECT_ARTIFACTS"/mixpkg-*.whl'
               ' && cd / && python3 -c "import mixpkg" || exit 125;'
-              ' python3 -c "import mixpkg, sys; sys.exit(mixpkg.answer() != 41)"')
+              ' python3 -c "import json, sys, mixpkg, mixpkg._version as v;'
+              ' print(json.dumps({\'torch_git_version\': v.git_version}));'
+              ' sys.exit(mixpkg.answer() != 41)"')
 # What ships as it is: the package's Python; gen/ is a build input, tests never ship.
 MIXED_RULE = ("ships:mixpkg/*.py", "inert:tests/*")
 TRANSITION_KINDS = ("py", "codegen", "transformed")
 
-_MIXED_SETUP = """import pathlib
+_MIXED_SETUP = """import os
+import pathlib
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
 class stamped(build_py):
+    # mixpkg/_version.py is generated: the commit built, as torch/version.py is.
+    def run(self):
+        super().run()
+        out = pathlib.Path(self.build_lib, "mixpkg", "_version.py")
+        out.write_text(f"git_version = {os.environ.get('BISECT_COMMIT', 'unknown')!r}\\n")
+
     # mixpkg/config.py ships rewritten: @OFFSET@ becomes gen/offset.txt's number. Always
     # from the source: a kept build/ holds last commit's stamped copy.
     def build_module(self, module, module_file, package):

@@ -336,7 +336,8 @@ def test_a_build_made_by_docker_is_reused_by_slurm(tmp_path, run_cli):
 def overlay_args(repo, tmp, *extra):
     return ["bisect", "--repo", str(repo), "--old", "main~39", "--new", "main", "--backend",
             "docker", "--image", IMAGE, "--build", MIXED_BUILD, "--test", MIXED_TEST,
-            *(f"--overlay-rule={r}" for r in MIXED_RULE), "--state", str(tmp / "st"),
+            *(f"--overlay-rule={r}" for r in MIXED_RULE), "--check-torch-commit",
+            "--state", str(tmp / "st"),
             "--cache-dir", str(tmp / "cache"), "--quiet", "--json", *extra]
 
 
@@ -355,6 +356,8 @@ def test_a_python_only_transition_is_found_on_overlays_with_fewer_builds(tmp_pat
         "a build after the first overlay"
     for p in probes[first:]:
         assert p.details["overlay_of"] in shas and "overlay-safe" in p.details["source_why"]
+        # The wheel says it was built from the base, and the commit check accepts that.
+        assert p.details["torch_git_version"] == p.details["overlay_of"]
     # The report marks them, and gives the command that builds the answer for real.
     code, out, _ = run_cli(["report", "--state", str(tmp_path / "on" / "st"), "--session",
                             res["session"]])
