@@ -526,7 +526,14 @@ question_options = _stack(
     click.option("--container-runtime", type=click.Choice(["none", "pyxis", "enroot",
                                                             "apptainer"]),
                  default="none", show_default=True,
-                 help="Slurm: how probe jobs enter the image (none: bare metal, e.g. modules)."),
+                 help="Slurm: how probe jobs enter the image (none: bare metal, e.g. modules). "
+                      "enroot and pyxis import the image once per digest into a squashfs in "
+                      "the shared directory (SHARED/enroot/) and start every task from it."),
+    click.option("--container-import", type=click.Choice(["registry", "dockerd"]),
+                 default="registry", show_default=True,
+                 help="Slurm with enroot or pyxis: import the image from its registry "
+                      "(docker://, credentials in ~/.config/enroot/.credentials) or from the "
+                      "local Docker engine (dockerd://; the image must be pulled there)."),
     click.option("--shared-dir", type=click.Path(path_type=Path), default=None,
                  help="Slurm: a directory every node sees (worktrees, wheels, verdicts). "
                       "Default: STATE/slurm."),
@@ -538,6 +545,7 @@ question_options = _stack(
 SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "account": "account",
               "qos": "qos", "time_limit": "time", "gpus_per_probe": "gpus_per_probe",
               "sbatch_args": "sbatch_args", "container_runtime": "runtime",
+              "container_import": "container_import",
               "shared_dir": "shared_dir", "max_retries": "max_retries"}
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",

@@ -45,7 +45,9 @@ if ! docker info >/dev/null 2>&1; then
   say "dockerd up"
 fi
 
-if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+# The marker file tells a container of the image from this host (the container tests read it).
+MARKER=/etc/bisect-ngc-test-image
+if ! docker run --rm "$IMAGE" test -f "$MARKER" >/dev/null 2>&1; then
   . /etc/os-release
   MIRROR=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
            | grep -oE '^(URIs:|deb) +[^ ]*/debian/?( |$)' | awk '{print $2}' | head -1 || true)
@@ -56,6 +58,7 @@ if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
     --include=python3,python3-dev,python3-setuptools,python3-wheel,python3-pip,gcc,libc6-dev,ccache,git \
     "$VERSION_CODENAME" "$ROOT" "$MIRROR" >/var/log/bisect-ngc-debootstrap.log 2>&1 \
     || { say "debootstrap failed: $(tail -3 /var/log/bisect-ngc-debootstrap.log)"; exit 1; }
+  echo "bisect-ngc test image ($VERSION_CODENAME)" > "$ROOT$MARKER"
   tar -C "$ROOT" -c . | docker import -c 'CMD ["/bin/bash"]' -c 'ENV PIP_BREAK_SYSTEM_PACKAGES=1' - "$IMAGE" >/dev/null
   rm -rf "$ROOT"
   say "imported $IMAGE"

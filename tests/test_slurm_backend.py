@@ -248,7 +248,9 @@ def requests(n=2):
 
 def test_pyxis_script(backend):
     (_, build), (_, test) = backend("pyxis").dry_run(requests())
-    assert "srun --ntasks=1 --container-image=nvcr.io/nvidia/pytorch:24.09-py3" in test
+    assert 'srun --ntasks=1 --container-image="$SQSH"' in test
+    assert "enroot import -o \"$SQSH.tmp\" docker://nvcr.io/nvidia/pytorch:24.09-py3" in test
+    assert "/enroot/nvcr.io+nvidia+pytorch+24.09-py3@tag.sqsh" in test
     assert "--container-mounts=" in test and ":/opt/bisect-ngc/repro:ro" in test
     assert "#SBATCH --account='proj'\"'\"'; rm -rf /'" in build
     assert "#SBATCH --constraint=h100" in test and "#SBATCH --gpus=1" in test
@@ -258,7 +260,8 @@ def test_pyxis_script(backend):
 def test_enroot_script(backend):
     (_, build), (_, test) = backend("enroot").dry_run(requests())
     assert "enroot import -o" in test and "docker://nvcr.io/nvidia/pytorch:24.09-py3" in test
-    assert 'enroot start --rw --mount' in test and '"$ENROOT_NAME"' in test
+    assert "enroot start --rw --env BISECT_COMMIT" in test and '"$ENROOT_TARGET"' in test
+    assert ":none:x-create=dir,rbind,ro" in test and '${ADMIN:+--mount "$ADMIN"}' in test
     assert "enroot remove --force" in test
 
 
@@ -425,8 +428,8 @@ def test_the_enroot_script_quotes_a_hostile_shared_dir(tmp_path):
         '#!/bin/bash\n'
         'case "$1" in\n'
         '  import) while [ "$1" != "-o" ]; do shift; done; touch "$2" ;;\n'
-        '  start) shift; while [ "${1#--}" != "$1" ]; do [ "$1" = --mount ] && shift; shift;'
-        ' done; shift; exec "$@" ;;\n'
+        '  start) shift; while [ "${1#--}" != "$1" ]; do case "$1" in --mount|--env) shift;;'
+        ' esac; shift; done; shift; exec "$@" ;;\n'
         'esac\n')
     (fake / "enroot").chmod(0o755)
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", SLURM_ARRAY_TASK_ID="0",
@@ -482,8 +485,8 @@ def test_the_image_tier_runs_as_test_only_jobs_in_each_image(tmp_path, run_cli, 
         'case "$1" in\n'
         f'  import) echo "${{@: -1}}" >> {tmp_path}/imported; '
         'while [ "$1" != "-o" ]; do shift; done; touch "$2" ;;\n'
-        '  start) shift; while [ "${1#--}" != "$1" ]; do [ "$1" = --mount ] && shift; shift;'
-        ' done; shift; exec "$@" ;;\n'
+        '  start) shift; while [ "${1#--}" != "$1" ]; do case "$1" in --mount|--env) shift;;'
+        ' esac; shift; done; shift; exec "$@" ;;\n'
         'esac\n')
     (fake / "enroot").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")

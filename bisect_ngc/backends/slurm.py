@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -32,6 +33,7 @@ from .base import (BackendSetup, Mount, PhaseCallback, ProbeFailed, ProbeOutcome
                    fetch_prebuilt, last_json_line)
 
 RUNTIMES = ("none", "pyxis", "enroot", "apptainer")
+IMPORTS = ("registry", "dockerd")     # where enroot/pyxis import an image from
 RETRYABLE = {"PREEMPTED", "NODE_FAIL", "REQUEUED", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
 ENDED = RETRYABLE | {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
 
@@ -40,6 +42,17 @@ _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates")
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 _env.filters["q"] = lambda v: shlex.quote(str(v))
 _env.filters["mount"] = lambda m: f"{m.host}:{m.container}" + (":ro" if m.read_only else "")
+
+
+def _fstab_field(path: object) -> str:
+    """A path as one field of enroot's fstab line (octal escapes; `:` splits fields)."""
+    return "".join(f"\\{ord(c):03o}" if c in "\\ \t\n:" else c for c in str(path))
+
+
+# enroot creates the target inside the image (pyxis does that by itself).
+_env.filters["enroot_mount"] = lambda m: (
+    f"{_fstab_field(m.host)}:{_fstab_field(m.container)}:none:x-create=dir,rbind"
+    + (",ro" if m.read_only else ""))
 
 
 @dataclass
@@ -52,6 +65,7 @@ class SlurmSettings:
     gpus_per_probe: int = 1
     sbatch_args: list[str] = field(default_factory=list)
     runtime: str = "none"
+    container_import: str = "registry"
     image: str | None = None
     shared_dir: Path = Path(".")
     max_retries: int = 2
@@ -108,6 +122,7 @@ class SlurmBackend:
             self.tiers = (*self.tiers, "image")
         self.say = say or (lambda text: None)
         self.sched = Scheduler()
+        self._digests: dict[str, str] = {}
         self.session = ""
         self.cancelling = False
 
@@ -121,9 +136,38 @@ class SlurmBackend:
 
     # --- the interface -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "runtime": self.s.runtime,
-                "partition": self.s.partition, "gpu_partition": self.s.gpu_partition,
-                "gpus_per_probe": self.s.gpus_per_probe, "shared_dir": str(self.s.shared_dir)}
+        out = {"backend": self.name, "runtime": self.s.runtime,
+               "partition": self.s.partition, "gpu_partition": self.s.gpu_partition,
+               "gpus_per_probe": self.s.gpus_per_probe, "shared_dir": str(self.s.shared_dir)}
+        if self.s.runtime in ("enroot", "pyxis") and self.s.image:
+            uri, sqsh, found = self.image_squashfs(self.s.image)
+            out.update(image_import=uri, image_squashfs=str(sqsh), image_digest=found or None)
+        return out
+
+    def image_squashfs(self, image: str) -> tuple[str, Path, str]:
+        """(enroot import URI, the squashfs in the shared directory, the image digest) for
+        enroot and pyxis: one squashfs per digest, shared by rounds and sessions. A
+        registry image is known by its digest only when pinned (`name@sha256:...`);
+        otherwise its tag names the file."""
+        if self.s.container_import == "dockerd":
+            uri, found = f"dockerd://{image}", self._dockerd_digest(image)
+        else:
+            uri, found = f"docker://{image}", image.split("@", 1)[1] if "@" in image else ""
+        name = re.sub(r"[^A-Za-z0-9._-]", "+", image.split("@", 1)[0])
+        version = found.split(":")[-1][:16] if found else "tag"
+        return uri, self.s.shared_dir / "enroot" / f"{name}@{version}.sqsh", found
+
+    def _dockerd_digest(self, image: str) -> str:
+        if image not in self._digests:
+            try:
+                import docker
+                self._digests[image] = docker.from_env(timeout=20).images.get(image).id
+            except Exception as exc:  # noqa: BLE001 - any engine error means the same here
+                raise UserError(f"--container-import dockerd: this host's Docker engine "
+                                f"cannot give {image} ({exc.__class__.__name__})",
+                                hint=f"start Docker and `docker pull {image}`, or import from "
+                                     "the registry (--container-import registry)") from None
+        return self._digests[image]
 
     def environment(self) -> str:
         return f"slurm:{self.s.runtime}:{self.s.image or '-'}"
@@ -135,6 +179,11 @@ class SlurmBackend:
         if self.s.runtime != "none" and not self.s.image:
             raise UserError(f"--container-runtime {self.s.runtime} needs an image",
                             hint="pass --image (or use release mode, which picks one)")
+        if self.s.container_import not in IMPORTS:
+            raise UserError(f"unknown image source '{self.s.container_import}'",
+                            hint=f"use one of {', '.join(IMPORTS)}")
+        if self.s.runtime in ("enroot", "pyxis"):
+            self.image_squashfs(self.s.image)       # a missing local image fails here
         out = self.sched.run(["sinfo", "-h", "-o", "%P"], what="sinfo")
         known = {p.rstrip("*") for p in out.split()}
         for flag, part in (("--partition", self.s.partition),
@@ -180,9 +229,12 @@ class SlurmBackend:
         """The round's build and test scripts; an image probe passes its own image and
         the as-is test."""
         rdir = self.round_dir(key)
+        image = image or self.s.image or ""
+        uri, sqsh, _ = self.image_squashfs(image) if self.s.runtime in ("enroot", "pyxis") \
+            else ("", Path(), "")
         common = dict(account=self.s.account, qos=self.s.qos, time=self.s.time,
-                      extra=self.s.sbatch_args, runtime=self.s.runtime,
-                      image=image or self.s.image or "", shared_dir=str(self.s.shared_dir),
+                      extra=self.s.sbatch_args, runtime=self.s.runtime, image=image,
+                      import_uri=uri, sqsh=str(sqsh), shared_dir=str(self.s.shared_dir),
                       round_key=key, round_dir=str(rdir), tasks=tasks,
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
         mounts = self._mounts(tasks)
@@ -200,12 +252,17 @@ class SlurmBackend:
         return build, test
 
     def _mounts(self, tasks: list[dict[str, Any]]) -> list[Mount]:
+        """What every task of the round mounts; each task adds its worktree's own admin
+        directory (tasks' `admin_mount`), read-write inside the read-only git directory."""
         common = self.worktrees.history.common_dir
-        admins = [Mount(a, str(a), read_only=False) for a in
-                  (self.worktrees.admin_dir(Path(t["worktree"])) for t in tasks) if a]
+        for t in tasks:
+            admin = self.worktrees.admin_dir(Path(t["worktree"]))
+            mount = Mount(admin, str(admin), read_only=False) if admin else None
+            t["admin_mount"] = "" if mount is None or self.s.runtime == "none" else \
+                _env.filters["enroot_mount" if self.s.runtime == "enroot" else "mount"](mount)
         return [Mount(self.s.shared_dir, str(self.s.shared_dir), read_only=False),
                 Mount(self.worktrees.root, str(self.worktrees.root), read_only=False),
-                Mount(common, str(common)), *admins, *self.mounts]
+                Mount(common, str(common)), *self.mounts]
 
     # --- one round --------------------------------------------------------------------
     def prepare_tasks(self, requests: Sequence[ProbeRequest]

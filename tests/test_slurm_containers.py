@@ -1,0 +1,163 @@
+"""Slurm with real containers: enroot and pyxis, built from source by
+scripts/enroot-pyxis-up.sh, on the single-node cluster of scripts/slurm-up.sh, with the
+test image imported from the local Docker engine (scripts/docker-up.sh). Skipped, with the
+reason, where any of the three is missing. GPU hooks (libnvidia-container) cannot run
+here: these jobs ask for no GPU inside the container.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bisect_ngc.search import ceil_log
+from bisect_ngc.store import Store
+
+from benchmarks.repos import make_repo
+from tests.test_slurm_backend import PROBLEM as SLURM_PROBLEM, my_jobs, submitted_tests
+
+IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
+MARKER = "/etc/bisect-ngc-test-image"      # exists in the test image only
+
+
+def _problem() -> str | None:
+    if SLURM_PROBLEM:
+        return SLURM_PROBLEM
+    if shutil.which("enroot") is None:
+        return "enroot is not installed; run scripts/enroot-pyxis-up.sh SRC_DIR"
+    if "--container-image" not in subprocess.run(["srun", "--help"], capture_output=True,
+                                                 text=True).stdout:
+        return "pyxis is not registered with Slurm; run scripts/enroot-pyxis-up.sh SRC_DIR"
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
+        return f"test image {IMAGE} is missing; run scripts/docker-up.sh"
+    if os.path.exists(MARKER):
+        return f"{MARKER} exists on this host: it could not tell a container from the host"
+    return None
+
+
+PROBLEM = _problem()
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
+
+# Both fail outside the image: a probe that did not run in the container cannot pass.
+BUILD = f'cat {MARKER} && cp behaviour "$BISECT_ARTIFACTS/out"'
+TEST = (f'cat {MARKER} || exit 125; test "$(cat "$BISECT_ARTIFACTS/out")" = old')
+
+
+def args(repo, tmp, runtime, *extra, test=TEST):
+    n = len(subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=repo,
+                           capture_output=True, text=True).stdout.split())
+    return ["bisect", "--repo", str(repo), "--old", f"main~{n - 1}", "--new", "main",
+            "--build", BUILD, "--test", test, "--backend", "slurm", "--partition", "cpu",
+            "--gpu-partition", "gpu", "--gpus-per-probe", "0", "--container-runtime", runtime,
+            "--container-import", "dockerd", "--image", IMAGE, "--state", str(tmp / "st"),
+            "--quiet", *extra]
+
+
+def enroot_containers() -> list[str]:
+    out = subprocess.run(["enroot", "list"], capture_output=True, text=True).stdout.split()
+    return [c for c in out if c.startswith(("bisect-ngc-", "pyxis_"))]
+
+
+def round_outputs(tmp: Path, session: str) -> str:
+    rounds = tmp / "st" / "slurm" / "rounds" / session
+    return "".join(p.read_text(errors="replace") for p in sorted(rounds.rglob("*.out")))
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+def test_bisects_inside_the_image_with_one_import(tmp_path, run_cli, runtime):
+    n = 60
+    shas = make_repo(tmp_path / "r", n, 41)
+    code, out, err = run_cli(args(tmp_path / "r", tmp_path, runtime, "--json", "--jobs", "4"))
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[41]
+    assert res["rounds"] <= 1 + ceil_log(n - 1, 5) + 1
+    store = Store(tmp_path / "st")
+    probes = store.probes(res["session"])
+    # Every build and every test read the file that only the image has.
+    for p in probes:
+        for name, rel in p.logs.items():
+            assert "bisect-ngc test image" in (store.root / rel).read_text(), (p.commit, name)
+    # The first round's tasks raced for the image: one imported it, the others waited.
+    text = round_outputs(tmp_path, res["session"])
+    assert text.count("bisect-ngc: importing dockerd://") == 1
+    sqsh = list((tmp_path / "st" / "slurm" / "enroot").glob("*.sqsh"))
+    assert len(sqsh) == 1 and "@" in sqsh[0].name
+    rec = store.session(res["session"])
+    assert rec.params.backend["image_squashfs"] == str(sqsh[0])
+    assert rec.params.backend["image_digest"].startswith("sha256:")
+    assert not my_jobs(res["session"]) and not enroot_containers()
+    # Another question on the same state: the squashfs is reused, not imported again.
+    argv = args(tmp_path / "r", tmp_path, runtime, "--json", "--jobs", "2")
+    argv[argv.index("--old") + 1] = "main~30"
+    code, out, _ = run_cli(argv)
+    again = json.loads(out)
+    assert code == 0 and again["first_new"] == shas[41]
+    assert "importing" not in round_outputs(tmp_path, again["session"])
+    assert sqsh[0].name in Path(again["report"]).read_text()
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+def test_ctrl_c_leaves_no_container_behind(tmp_path, runtime):
+    make_repo(tmp_path / "r", 30, 17)
+    argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path, runtime,
+                                                      "--jobs", "2", test="sleep 60; " + TEST)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 120
+    while not enroot_containers():
+        assert time.monotonic() < end and proc.poll() is None, "no container started"
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert proc.returncode == 130
+    session = Store(tmp_path / "st").latest().id
+    end = time.monotonic() + 60
+    while my_jobs(session) or enroot_containers():
+        assert time.monotonic() < end, (my_jobs(session), enroot_containers())
+        time.sleep(0.5)
+
+
+def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path):
+    shas = make_repo(tmp_path / "r", 80, 51)
+    argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path, "enroot",
+                                                      "--json", "--jobs", "3",
+                                                      test="sleep 2; " + TEST)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = Store(tmp_path / "st")
+    end = time.monotonic() + 120
+
+    def submitted_rounds() -> int:
+        latest = store.latest()
+        return len({v["test_job"] for k, v in store.recall(latest.id).items()
+                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
+
+    while submitted_rounds() < 2:
+        assert time.monotonic() < end and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["first_new"] == shas[51] and "re-attaching" in again.stderr
+    counts = submitted_tests(tmp_path, res["session"])
+    assert counts and all(v == 1 for v in counts.values()), counts
+    assert not my_jobs(res["session"]) and not enroot_containers()
+
+
+def test_a_missing_local_image_is_a_clear_error(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 6, 3)
+    argv = args(tmp_path / "r", tmp_path, "enroot")
+    argv[argv.index(IMAGE)] = "bisect-ngc-test/no-such-image:1"
+    code, _, err = run_cli(argv)
+    assert code == 2 and "cannot give bisect-ngc-test/no-such-image:1" in err
+    assert "docker pull" in err
