@@ -94,7 +94,7 @@ def test_bisects_inside_the_image_with_one_import(tmp_path, run_cli, runtime):
     rec = store.session(res["session"])
     assert rec.params.backend["image_squashfs"] == str(sqsh[0])
     assert rec.params.backend["image_digest"].startswith("sha256:")
-    assert not my_jobs(res["session"]) and not enroot_containers()
+    assert not my_jobs(res["session"]) and not leftovers()
     # Another question on the same state: the squashfs is reused, not imported again.
     argv = args(tmp_path / "r", tmp_path, runtime, "--json", "--jobs", "2")
     argv[argv.index("--old") + 1] = "main~30"
@@ -105,24 +105,38 @@ def test_bisects_inside_the_image_with_one_import(tmp_path, run_cli, runtime):
     assert sqsh[0].name in Path(again["report"]).read_text()
 
 
+def leftovers() -> list[str]:
+    """enroot containers, and the FUSE processes of a start straight from a squashfs."""
+    fuse = subprocess.run(["pgrep", "-a", "-f", "squashfuse|fuse-overlayfs"],
+                          capture_output=True, text=True).stdout.splitlines()
+    return enroot_containers() + fuse
+
+
 @pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
 def test_ctrl_c_leaves_no_container_behind(tmp_path, runtime):
     make_repo(tmp_path / "r", 30, 17)
+    slow = f"cat {MARKER} && sleep 60; " + TEST
     argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path, runtime,
-                                                      "--jobs", "2", test="sleep 60; " + TEST)]
+                                                      "--jobs", "2", test=slow)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 120
-    while not enroot_containers():
-        assert time.monotonic() < end and proc.poll() is None, "no container started"
+    rounds = tmp_path / "st" / "slurm" / "rounds"
+
+    def testing() -> bool:     # a test is running inside its container
+        return any("bisect-ngc test image" in p.read_text(errors="replace")
+                   for p in rounds.rglob("test-*.log"))
+
+    while not testing():
+        assert time.monotonic() < end and proc.poll() is None, "no test started"
         time.sleep(0.2)
-    time.sleep(1)
+    assert leftovers(), "a running test shows no container or FUSE mount"
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert proc.returncode == 130
     session = Store(tmp_path / "st").latest().id
     end = time.monotonic() + 60
-    while my_jobs(session) or enroot_containers():
-        assert time.monotonic() < end, (my_jobs(session), enroot_containers())
+    while my_jobs(session) or leftovers():
+        assert time.monotonic() < end, (my_jobs(session), leftovers())
         time.sleep(0.5)
 
 
@@ -151,7 +165,7 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path):
     assert res["first_new"] == shas[51] and "re-attaching" in again.stderr
     counts = submitted_tests(tmp_path, res["session"])
     assert counts and all(v == 1 for v in counts.values()), counts
-    assert not my_jobs(res["session"]) and not enroot_containers()
+    assert not my_jobs(res["session"]) and not leftovers()
 
 
 def test_a_missing_local_image_is_a_clear_error(tmp_path, run_cli):
