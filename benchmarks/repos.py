@@ -238,3 +238,94 @@ def make_mixed_repo(path: Path, n: int, transition: int, python_only: set[int],
     subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
     return subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
                           check=True, capture_output=True, text=True).stdout.split()
+
+
+# --- a PyTorch-shaped repository: many files, many submodules ----------------------------
+
+def _fast_import(path: Path, stream: bytes, bare: bool = False) -> None:
+    subprocess.run(["git", "init", "-q", *(["--bare"] if bare else []), "-b", "main", str(path)],
+                   check=True)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=stream, check=True)
+
+
+def make_submodule_repo(path: Path, commits: int, files: int, name: str) -> list[str]:
+    """A bare repository with `commits` first-parent commits of `files` small files; commit k
+    adds `only-at-{k}.txt` (gone at k+1), so a stale file in a submodule shows."""
+    out = bytearray()
+    for k in range(commits):
+        ts = 1_600_000_000 + k * 3600
+        out += b"commit refs/heads/main\nmark :%d\n" % (k + 1)
+        out += b"committer Sub <sub@example.com> %d +0000\n" % ts
+        out += _data(f"{name}: step {k}")
+        if k:
+            out += b"from :%d\nD only-at-%d.txt\n" % (k, k - 1)
+        else:
+            for f in range(files):
+                out += f"M 644 inline src/part{f % 7}/file{f}.h\n".encode() + \
+                    _data(f"// {name} file {f}\n")
+        out += f"M 644 inline only-at-{k}.txt\n".encode() + _data(f"{name} {k}\n")
+        out += b"M 644 inline VERSION\n" + _data(f"{name} {k}\n")
+    _fast_import(path, bytes(out), bare=True)
+    return subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.split()
+
+
+def make_pytorch_shaped_repo(path: Path, *, commits: int = 2000, files: int = 20_000,
+                             submodules: int = 30, sub_commits: int = 40, sub_files: int = 60,
+                             transition: int | None = None, move_every: int = 25,
+                             missing: tuple[int, ...] = ()) -> dict:
+    """A repository shaped like PyTorch's: `files` files in a deep tree, `submodules`
+    submodules under third_party/ (local bare repositories next to it, each with its own
+    history), a first-parent history of `commits` commits that moves a submodule pointer
+    every `move_every` commits, and at the commits in `missing` a pointer to a commit the
+    submodule does not have (as an upstream force-push leaves). `behaviour` is new from
+    `transition` on (default: two thirds in). Returns {"shas", "subs": {path: bare repo},
+    "sub_shas": {path: [shas]}, "missing": {index: path}}."""
+    path = Path(path)
+    transition = commits * 2 // 3 if transition is None else transition
+    remotes = path.parent / f"{path.name}-remotes"
+    subs, sub_shas = {}, {}
+    for s in range(submodules):
+        name = f"lib{s:02d}"
+        subs[f"third_party/{name}"] = remotes / f"{name}.git"
+        sub_shas[f"third_party/{name}"] = make_submodule_repo(remotes / f"{name}.git",
+                                                              sub_commits, sub_files, name)
+    pointer = {p: 0 for p in subs}
+    gitmodules = "".join(f'[submodule "{p}"]\n\tpath = {p}\n\turl = {u}\n'
+                         for p, u in subs.items())
+    top = ("torch", "aten/src/ATen", "c10", "caffe2", "tools", "test", "benchmarks", "functorch")
+    out = bytearray()
+    missing_at: dict[int, str] = {}
+    order = list(subs)
+    for i in range(commits):
+        ts = 1_700_000_000 + i * 60
+        out += b"commit refs/heads/main\nmark :%d\n" % (i + 1)
+        out += b"committer Dev <dev@example.com> %d +0000\n" % ts
+        out += _data(f"change {i}" + (f" (#{5000 + i})" if i % 3 == 0 else ""))
+        if i:
+            out += b"from :%d\n" % i
+        else:
+            out += b"M 644 inline .gitmodules\n" + _data(gitmodules)
+            for f in range(files):
+                d = f"{top[f % len(top)]}/d{f % 97}/e{f % 13}"
+                out += f"M 644 inline {d}/f{f}.py\n".encode() + _data(f"# file {f}\n")
+            for p in subs:
+                out += f"M 160000 {sub_shas[p][0]} {p}\n".encode()
+        out += b"M 644 inline behaviour\n" + _data("new\n" if i >= transition else "old\n")
+        out += f"M 644 inline torch/d{i % 97}/touched.py\n".encode() + _data(f"# {i}\n")
+        if i and i % move_every == 0:
+            p = order[(i // move_every) % len(order)]
+            pointer[p] = min(pointer[p] + 1, sub_commits - 1)
+            out += f"M 160000 {sub_shas[p][pointer[p]]} {p}\n".encode()
+        if i in missing:
+            p = order[i % len(order)]
+            missing_at[i] = p
+            out += f"M 160000 {'e' * 40} {p}\n".encode()
+        elif i - 1 in missing:           # the next commit points back at a real one
+            p = missing_at[i - 1]
+            out += f"M 160000 {sub_shas[p][pointer[p]]} {p}\n".encode()
+    _fast_import(path, bytes(out))
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=path, check=True)
+    shas = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.split()
+    return {"shas": shas, "subs": subs, "sub_shas": sub_shas, "missing": missing_at}

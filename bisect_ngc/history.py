@@ -8,12 +8,15 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import git
 
 from .errors import UserError
 from .overlay import Change
+
+if TYPE_CHECKING:
+    from .submodules import SubmoduleCache
 
 _REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
@@ -244,9 +247,10 @@ def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
 class Worktrees:
     """One worktree per probe slot, reused across probes."""
 
-    def __init__(self, history: History, root: Path):
+    def __init__(self, history: History, root: Path, submodules: "SubmoduleCache | None" = None):
         self.history = history
         self.root = root
+        self.submodules = submodules     # a shared object cache; None: `git submodule update`
 
     def path(self, slot: int | str) -> Path:
         return self.root / f"slot-{slot}"
@@ -298,7 +302,9 @@ class Worktrees:
                 tree.git.clean("-ffdxq", *excludes)
         except git.GitCommandError as exc:
             raise CheckoutError(f"checkout failed: {_last_line(exc)}") from None
-        if submodules and self.history.has_submodules(sha):
+        if submodules and self.history.has_submodules(sha) and self.submodules is not None:
+            self.submodules.update(tree, sha)
+        elif submodules and self.history.has_submodules(sha):
             try:
                 tree.git.submodule("sync", "--recursive")
                 tree.git.submodule("update", "--init", "--recursive", "--force")

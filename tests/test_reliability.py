@@ -310,7 +310,8 @@ def test_an_unreachable_submodule_is_named_and_can_be_left_out(tmp_path, run_cli
     argv[argv.index("--old") + 1] = shas[0]
     code, out, err = run_cli(argv)
     res = json.loads(out)
-    assert code == 3 and "submodule update failed" in res["endpoint_reasons"]["new"]
+    assert code == 3 and "submodule third_party/sub1: could not clone https://127.0.0.1:9/" \
+        in res["endpoint_reasons"]["new"]
     code, out, _ = run_cli(argv[:-1] + ["--json", "--no-submodules"])
     assert code == 0 and json.loads(out)["first_new"] == shas[3]
 

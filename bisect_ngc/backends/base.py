@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 from ..errors import UserError
-from ..history import CheckoutError
+from ..history import CheckoutError, Worktrees
 from ..search import RepeatPolicy, Verdict, runs_settled
+from ..submodules import SubmoduleCache
 from ..verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_probe,
                         judge_run)
 
@@ -90,6 +91,10 @@ class BackendSetup:
     @property
     def state(self) -> Path:
         return self.store.root
+
+    def worktrees(self, root: Path) -> Worktrees:
+        """Probe slots under `root`, their submodules from the shared cache."""
+        return Worktrees(self.history, root, SubmoduleCache(self.cache_dir / "submodules"))
 
 
 class Backend(Protocol):

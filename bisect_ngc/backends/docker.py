@@ -104,7 +104,7 @@ class DockerBackend(ThreadedRounds):
 
     @classmethod
     def create(cls, setup: BackendSetup) -> "DockerBackend":
-        return cls(Worktrees(setup.history, setup.options["worktrees"]), setup.recipe,
+        return cls(setup.worktrees(setup.options["worktrees"]), setup.recipe,
                    artifacts=ArtifactStore(setup.artifacts), cache_dir=setup.cache_dir,
                    state_dir=setup.state, say=setup.say)
 

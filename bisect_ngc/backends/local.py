@@ -130,7 +130,7 @@ class LocalBackend(ThreadedRounds):
 
     @classmethod
     def create(cls, setup: BackendSetup) -> "LocalBackend":
-        return cls(Worktrees(setup.history, setup.options["worktrees"]), setup.recipe,
+        return cls(setup.worktrees(setup.options["worktrees"]), setup.recipe,
                    state=setup.state, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
 
     def describe(self) -> dict[str, Any]:

@@ -131,7 +131,7 @@ class SlurmBackend:
         cfg = dict(setup.options)
         worktrees = cfg.pop("worktrees")
         settings = SlurmSettings(image=setup.recipe.image, **cfg)
-        return cls(Worktrees(setup.history, worktrees), setup.recipe, settings=settings,
+        return cls(setup.worktrees(worktrees), setup.recipe, settings=settings,
                    store=setup.store, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
 
     # --- the interface -------------------------------------------------------------
