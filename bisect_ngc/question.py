@@ -181,10 +181,15 @@ def open_history(opts: Options) -> History:
                         opts.cache_dir)
 
 
-def open_range(opts: Options, old: Endpoint, new: Endpoint) -> Range:
+def open_range(opts: Options, old: Endpoint, new: Endpoint,
+               say: Callable[[str], None] = lambda text: None) -> Range:
     history = open_history(opts)
     old_sha, new_sha = history.resolve(old.rev), history.resolve(new.rev)
     candidates = history.candidates(old_sha, new_sha)
+    if history.is_partial():
+        fetched = history.prefetch(old_sha, new_sha)
+        if fetched:
+            say(f"fetched the range's {fetched} missing objects at once (a blobless clone)")
     return Range(history, old_sha, new_sha, candidates, history.identity(new_sha),
                  labels(old, new))
 
@@ -354,7 +359,7 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     old, new = endpoints(opts, catalog)
     recipe = make_recipe(opts, old)
     try:
-        span = one_commit(opts, commit) if commit else open_range(opts, old, new)
+        span = one_commit(opts, commit) if commit else open_range(opts, old, new, say)
     except UserError as exc:
         if not partial:
             raise

@@ -1,6 +1,7 @@
 """Git logic on real repositories made by the tests."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -131,3 +132,18 @@ def test_submodules_are_initialised_and_failures_are_checkout_errors(tmp_path, m
     assert (wt / "third_party/sub/version.txt").read_text() == "2\n"
     with pytest.raises(CheckoutError, match="submodule"):
         wts.checkout(0, bad)
+
+
+def test_a_blobless_clone_fetches_the_range_once_and_then_needs_no_network(tmp_path):
+    upstream = tmp_path / "up"
+    shas = make_repo(upstream, 40, 20)
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        subprocess.run(["git", "-C", str(upstream), "config", key, "true"], check=True)
+    h = History.open(f"file://{upstream}", tmp_path / "cache")
+    assert h.is_partial() and h.missing(shas[5], shas[-1])
+    assert h.prefetch(shas[5], shas[-1]) > 0
+    assert h.missing(shas[5], shas[-1]) == [] and h.prefetch(shas[5], shas[-1]) == 0
+    shutil.move(upstream, tmp_path / "gone")       # no remote from here on
+    wts = Worktrees(h, tmp_path / "wt")
+    for i in (5, 39, 20, 12):
+        assert (wts.checkout(0, shas[i]) / "version.txt").read_text() == f"{i}\n"
