@@ -19,6 +19,7 @@ mirrors take (`du`, hardlinks counted once). Then the remotes are moved away and
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -62,17 +63,24 @@ def run(tmp: Path, shas: list[str], order: list[int], cache: bool) -> tuple[list
 
 
 def main() -> None:
+    # The submodules here are local paths, which `git submodule update` refuses since git
+    # 2.38 unless allowed (the cache path clones its own mirrors and needs no such leave).
+    os.environ.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="protocol.file.allow",
+                      GIT_CONFIG_VALUE_0="always")
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=2000)
     ap.add_argument("--files", type=int, default=20_000)
     ap.add_argument("--submodules", type=int, default=30)
+    ap.add_argument("--sub-files", type=int, default=200, help="files per submodule")
+    ap.add_argument("--sub-bytes", type=int, default=4096, help="bytes per submodule file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         start = time.monotonic()
         made = make_pytorch_shaped_repo(tmp / "pytorch", commits=args.commits, files=args.files,
-                                        submodules=args.submodules)
+                                        submodules=args.submodules, sub_files=args.sub_files,
+                                        sub_bytes=args.sub_bytes)
         shas = made["shas"]
         print(f"generated: {len(shas)} commits, "
               f"{len(subprocess.run(['git', 'ls-files'], cwd=tmp / 'pytorch', capture_output=True, text=True).stdout.splitlines())} "
@@ -82,21 +90,25 @@ def main() -> None:
         for cache in (False, True):
             times, wt = run(tmp, shas, order, cache)
             later = times[2:]        # each slot's first checkout makes the slot
-            common = wt.history.common_dir
             slot_dirs = [wt.path(0), wt.path(1)]
-            modules = [common / "worktrees" / p.name / "modules" for p in slot_dirs]
+            modules = [wt.admin_dir(p) / "modules" for p in slot_dirs]
             per_slot = [du_kib(p, m) if m.exists() else du_kib(p)
                         for p, m in zip(slot_dirs, modules)]
+            # Submodule objects each slot keeps for itself.
+            own = [du_kib(m) if m.exists() else
+                   du_kib(*(p / s / ".git" / "objects" for s in made["subs"]))
+                   for p, m in zip(slot_dirs, modules)]
             shared = du_kib(tmp / "cache" / "subs") if cache else 0
             rows.append(("after (shared cache)" if cache else "before (submodule update)",
-                         times[0], statistics.median(later), max(later), per_slot, shared))
+                         times[0], statistics.median(later), max(later), per_slot, own, shared))
         print(f"\n{len(order)} checkouts on 2 slots, in the order a bisection probes them\n")
         print("| submodules | first checkout s | later checkouts s (median / max) | disk per "
-              "slot MiB | shared mirrors MiB |")
-        print("|---|---:|---:|---:|---:|")
-        for label, first, med, worst, per_slot, shared in rows:
+              "slot MiB | of which submodule objects MiB | shared mirrors MiB |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for label, first, med, worst, per_slot, own, shared in rows:
             print(f"| {label} | {first:.2f} | {med:.2f} / {worst:.2f} | "
-                  f"{' + '.join(f'{k / 1024:.0f}' for k in per_slot)} | {shared / 1024:.1f} |")
+                  f"{' + '.join(f'{k / 1024:.0f}' for k in per_slot)} | "
+                  f"{' + '.join(f'{k / 1024:.1f}' for k in own)} | {shared / 1024:.1f} |")
         shutil.move(tmp / "pytorch-remotes", tmp / "moved-away")
         times, _ = run(tmp, shas, list(reversed(order)), True)
         print(f"\nremotes moved away, the same commits again with the cache: median "

@@ -248,9 +248,21 @@ def _fast_import(path: Path, stream: bytes, bare: bool = False) -> None:
     subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=stream, check=True)
 
 
-def make_submodule_repo(path: Path, commits: int, files: int, name: str) -> list[str]:
-    """A bare repository with `commits` first-parent commits of `files` small files; commit k
-    adds `only-at-{k}.txt` (gone at k+1), so a stale file in a submodule shows."""
+def _filler(seed: str, size: int) -> str:
+    """`size` bytes of text that does not compress (hex of chained sha256)."""
+    import hashlib
+    out, block = [], seed.encode()
+    while sum(map(len, out)) < size:
+        block = hashlib.sha256(block).hexdigest().encode()
+        out.append(block.decode())
+    return "".join(out)[:size]
+
+
+def make_submodule_repo(path: Path, commits: int, files: int, name: str,
+                        file_bytes: int = 0) -> list[str]:
+    """A bare repository with `commits` first-parent commits of `files` files (of about
+    `file_bytes` each); commit k adds `only-at-{k}.txt` (gone at k+1), so a stale file in
+    a submodule shows."""
     out = bytearray()
     for k in range(commits):
         ts = 1_600_000_000 + k * 3600
@@ -262,7 +274,7 @@ def make_submodule_repo(path: Path, commits: int, files: int, name: str) -> list
         else:
             for f in range(files):
                 out += f"M 644 inline src/part{f % 7}/file{f}.h\n".encode() + \
-                    _data(f"// {name} file {f}\n")
+                    _data(f"// {name} file {f}\n" + _filler(f"{name}{f}", file_bytes))
         out += f"M 644 inline only-at-{k}.txt\n".encode() + _data(f"{name} {k}\n")
         out += b"M 644 inline VERSION\n" + _data(f"{name} {k}\n")
     _fast_import(path, bytes(out), bare=True)
@@ -272,6 +284,7 @@ def make_submodule_repo(path: Path, commits: int, files: int, name: str) -> list
 
 def make_pytorch_shaped_repo(path: Path, *, commits: int = 2000, files: int = 20_000,
                              submodules: int = 30, sub_commits: int = 40, sub_files: int = 60,
+                             sub_bytes: int = 0,
                              transition: int | None = None, move_every: int = 25,
                              missing: tuple[int, ...] = ()) -> dict:
     """A repository shaped like PyTorch's: `files` files in a deep tree, `submodules`
@@ -289,7 +302,8 @@ def make_pytorch_shaped_repo(path: Path, *, commits: int = 2000, files: int = 20
         name = f"lib{s:02d}"
         subs[f"third_party/{name}"] = remotes / f"{name}.git"
         sub_shas[f"third_party/{name}"] = make_submodule_repo(remotes / f"{name}.git",
-                                                              sub_commits, sub_files, name)
+                                                              sub_commits, sub_files, name,
+                                                              sub_bytes)
     pointer = {p: 0 for p in subs}
     gitmodules = "".join(f'[submodule "{p}"]\n\tpath = {p}\n\turl = {u}\n'
                          for p, u in subs.items())
