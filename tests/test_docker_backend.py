@@ -21,7 +21,8 @@ from bisect_ngc.cli import main
 from bisect_ngc.store import Store
 
 from benchmarks.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
-                              TEST, make_cext_repo, make_mixed_repo, make_repo)
+                              TEST, make_cext_repo, make_mixed_repo, make_pytorch_shaped_repo,
+                              make_repo)
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 
@@ -377,3 +378,19 @@ def test_a_transition_an_overlay_cannot_carry_is_built(tmp_path, run_cli, kind):
     for p in Store(tmp_path / "st").probes(res["session"]):
         if p.details["tier"] == "overlay":
             assert (index[p.details["overlay_of"]] >= 27) == (index[p.commit] >= 27), p
+
+
+def test_submodules_from_the_shared_cache_work_inside_the_container(tmp_path, run_cli):
+    shaped = make_pytorch_shaped_repo(tmp_path / "pytorch", commits=40, files=60, submodules=2,
+                                      sub_commits=4, sub_files=3, move_every=6, transition=23)
+    # git inside the build reads a submodule whose objects live in the shared cache.
+    build = ('git -C third_party/lib00 cat-file -e HEAD:VERSION && cat third_party/lib00/VERSION'
+             ' && cp behaviour "$BISECT_ARTIFACTS/out"')
+    code, out, err = run_cli(["bisect", "--repo", str(tmp_path / "pytorch"), "--old",
+                              shaped["shas"][0], "--new", "main", "--backend", "docker",
+                              "--image", IMAGE, "--build", build, "--test",
+                              'test "$(cat "$BISECT_ARTIFACTS/out")" = old', "--state",
+                              str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"),
+                              "--quiet", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["first_new"] == shaped["shas"][23]

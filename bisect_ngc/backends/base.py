@@ -92,9 +92,12 @@ class BackendSetup:
     def state(self) -> Path:
         return self.store.root
 
-    def worktrees(self, root: Path) -> Worktrees:
-        """Probe slots under `root`, their submodules from the shared cache."""
-        return Worktrees(self.history, root, SubmoduleCache(self.cache_dir / "submodules"))
+    def worktrees(self, root: Path, submodules: Path | None = None) -> Worktrees:
+        """Probe slots under `root`, their submodules from the shared object cache
+        (default CACHE/submodules; where the probes run must see it too: a slot's
+        submodules borrow its objects)."""
+        return Worktrees(self.history, root,
+                         SubmoduleCache(submodules or self.cache_dir / "submodules"))
 
 
 class Backend(Protocol):

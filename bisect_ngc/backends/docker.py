@@ -248,6 +248,9 @@ class DockerBackend(ThreadedRounds):
         common = self.worktrees.history.common_dir
         admin = self.worktrees.admin_dir(wt)
         mounts = [Mount(wt, str(wt), read_only=False), Mount(common, str(common))]
+        subs = self.worktrees.submodules
+        if subs is not None and subs.root.exists():    # the objects submodules borrow
+            mounts.append(Mount(subs.root, str(subs.root)))
         if admin is not None:
             mounts.append(Mount(admin, str(admin), read_only=False))
         mounts.append(Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw))

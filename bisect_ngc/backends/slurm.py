@@ -131,7 +131,9 @@ class SlurmBackend:
         cfg = dict(setup.options)
         worktrees = cfg.pop("worktrees")
         settings = SlurmSettings(image=setup.recipe.image, **cfg)
-        return cls(setup.worktrees(worktrees), setup.recipe, settings=settings,
+        # On the shared dir: the nodes' checkouts borrow the submodule objects from it.
+        return cls(setup.worktrees(worktrees, settings.shared_dir / "submodules"),
+                   setup.recipe, settings=settings,
                    store=setup.store, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
 
     # --- the interface -------------------------------------------------------------
