@@ -89,8 +89,10 @@ if [ "$(cat "$B/.installed" 2>/dev/null)" != "$stamp" ]; then
 fi
 
 mkdir -p "$(dirname "$CONF")"
-# use_squashfuse=1: a step starts straight from the squashfs instead of unpacking it.
-want="required $PREFIX/lib/slurm/spank_pyxis.so use_squashfuse=1"
+# use_squashfuse=1: a step starts straight from the squashfs instead of unpacking it
+# (where FUSE is there to do it).
+want="required $PREFIX/lib/slurm/spank_pyxis.so"
+[ -c /dev/fuse ] && want="$want use_squashfuse=1"
 if [ "$(cat "$CONF" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$CONF"
   restart_slurmd

@@ -117,13 +117,18 @@ def leftovers() -> list[str]:
     return enroot_containers() + fuse + mounts
 
 
-@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot", "enroot-unpack"])
 def test_ctrl_c_leaves_no_container_behind(tmp_path, runtime):
+    """enroot-unpack: enroot with a container of each task's own (where a node has no
+    squashfuse), which the task must remove however it ends."""
     make_repo(tmp_path / "r", 30, 17)
     slow = f"cat {MARKER} && sleep 60; " + TEST
-    argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path, runtime,
-                                                      "--jobs", "2", test=slow)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path,
+                                                      runtime.split("-")[0], "--jobs", "2",
+                                                      test=slow)]
+    env = dict(os.environ, BISECT_NGC_ENROOT_UNPACK="1" if runtime.endswith("unpack") else "")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
     end = time.monotonic() + 120
     rounds = tmp_path / "st" / "slurm" / "rounds"
 
@@ -135,6 +140,8 @@ def test_ctrl_c_leaves_no_container_behind(tmp_path, runtime):
         assert time.monotonic() < end and proc.poll() is None, "no test started"
         time.sleep(0.2)
     assert leftovers(), "a running test shows no container or FUSE mount"
+    if runtime == "enroot-unpack":
+        assert enroot_containers(), "no container of the task's own"
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert proc.returncode == 130
