@@ -6,7 +6,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -258,29 +258,48 @@ class History:
             return False
 
 
+def mirror_path(root: Path, url: str) -> Path:
+    """Where the mirror of `url` lives under `root`: its last path part, and a hash of it."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", redact_url(url).rstrip("/").split("/")[-1])
+    return root / f"{name or 'repo'}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Several runs may share a cache dir: one works on `path`, the others wait for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def clone_mirror(url: str, dest: Path, options: list[str]) -> None:
+    """Clone `url` into `dest`, which appears complete or not at all; the caller holds
+    locked(dest). Raises git.GitCommandError."""
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        git.Repo.clone_from(url, partial, multi_options=options)
+    except git.GitCommandError:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    partial.rename(dest)
+
+
 def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
-    shown = redact_url(url)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", shown.rstrip("/").split("/")[-1]) or "repo"
-    dest = cache_dir / "repos" / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
+    dest = mirror_path(cache_dir / "repos", url)
     if (dest / "HEAD").exists():
         return git.Repo(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Several runs may share a cache dir: one clones, the others wait for it.
-    with open(dest.with_name(dest.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (dest / "HEAD").exists():
-            return git.Repo(dest)
-        partial = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        options = ["--mirror"] + (["--filter=blob:none"] if blobless else [])
-        try:
-            git.Repo.clone_from(url, partial, multi_options=options)
-        except git.GitCommandError as exc:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise UserError(f"could not clone {shown}: {redact_url(_last_line(exc))}",
-                            hint="check the URL and your network, or pass a local path") \
-                from None
-        partial.rename(dest)
+    with locked(dest):
+        if not (dest / "HEAD").exists():
+            try:
+                clone_mirror(url, dest, ["--mirror"] + (["--filter=blob:none"] if blobless
+                                                        else []))
+            except git.GitCommandError as exc:
+                raise UserError(f"could not clone {redact_url(url)}: "
+                                f"{redact_url(last_line(exc))}",
+                                hint="check the URL and your network, or pass a local "
+                                     "path") from None
     return git.Repo(dest)
 
 
@@ -305,12 +324,9 @@ class Worktrees:
         path = Path(target) if Path(target).is_absolute() else (wt / target)
         return path.resolve()
 
-    @contextmanager
-    def _shared(self) -> Iterator[None]:
+    def _shared(self) -> AbstractContextManager[None]:
         """Worktree bookkeeping is the repository's, which other runs may share."""
-        with open(self.history.common_dir / "bisect-ngc-worktrees.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+        return locked(self.history.common_dir / "bisect-ngc-worktrees")
 
     def remove(self, slot: int | str) -> None:
         wt = self.path(slot)
@@ -341,15 +357,17 @@ class Worktrees:
                 excludes = [arg for path in keep for arg in ("-e", "/" + path.strip("/"))]
                 tree.git.clean("-ffdxq", *excludes)
         except git.GitCommandError as exc:
-            raise CheckoutError(f"checkout failed: {_last_line(exc)}") from None
-        if submodules and self.history.has_submodules(sha) and self.submodules is not None:
+            raise CheckoutError(f"checkout failed: {last_line(exc)}") from None
+        if not (submodules and self.history.has_submodules(sha)):
+            return wt
+        if self.submodules is not None:
             self.submodules.update(tree, sha)
-        elif submodules and self.history.has_submodules(sha):
+        else:
             try:
                 tree.git.submodule("sync", "--recursive")
                 tree.git.submodule("update", "--init", "--recursive", "--force")
             except git.GitCommandError as exc:
-                raise CheckoutError(f"submodule update failed: {_last_line(exc)}") from None
+                raise CheckoutError(f"submodule update failed: {last_line(exc)}") from None
         return wt
 
 
@@ -357,7 +375,7 @@ class CheckoutError(Exception):
     """A commit that cannot be checked out as asked: a skip, not an abort."""
 
 
-def _last_line(exc: git.GitCommandError) -> str:
+def last_line(exc: git.GitCommandError) -> str:
     lines = [ln.strip(" '\"") for ln in (exc.stderr or str(exc)).strip().splitlines()]
     lines = [ln for ln in lines if ln]
     return lines[-1] if lines else "git error"

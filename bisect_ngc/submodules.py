@@ -9,17 +9,13 @@ that names it ("submodule third_party/x: commit abc missing upstream").
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import re
 import shutil
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import git
 
-from .history import CheckoutError, redact_url
+from .history import CheckoutError, clone_mirror, last_line, locked, mirror_path, redact_url
 
 
 class SubmoduleCache:
@@ -27,34 +23,18 @@ class SubmoduleCache:
         self.root = Path(root)
         self.fetched: set[str] = set()      # mirrors fetched by this process
 
-    def _mirror_path(self, url: str) -> Path:
-        shown = redact_url(url)
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", shown.rstrip("/").split("/")[-1]) or "sub"
-        return self.root / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
-
-    @contextmanager
-    def _locked(self, mirror: Path) -> Iterator[None]:
-        mirror.parent.mkdir(parents=True, exist_ok=True)
-        with open(mirror.with_name(mirror.name + ".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
-
     def mirror(self, url: str, sha: str, where: str) -> Path:
         """The mirror of `url`, holding commit `sha`; `where` names the submodule for errors."""
-        path = self._mirror_path(url)
+        path = mirror_path(self.root, url)
         if (path / "HEAD").exists() and _has_commit(path, sha):
             return path
-        with self._locked(path):
+        with locked(path):
             if not (path / "HEAD").exists():
-                partial = path.with_name(path.name + ".partial")
-                shutil.rmtree(partial, ignore_errors=True)
                 try:
-                    git.Repo.clone_from(url, partial, multi_options=["--mirror"])
+                    clone_mirror(url, path, ["--mirror"])
                 except git.GitCommandError as exc:
-                    shutil.rmtree(partial, ignore_errors=True)
                     raise CheckoutError(f"submodule {where}: could not clone "
                                         f"{redact_url(url)} ({_last(exc)})") from None
-                partial.rename(path)
                 self.fetched.add(url)
             if _has_commit(path, sha):
                 return path
@@ -71,7 +51,7 @@ class SubmoduleCache:
                 raise CheckoutError(f"submodule {where}: commit {sha[:12]} missing upstream")
         return path
 
-    def update(self, tree: git.Repo, sha: str, keep: tuple[str, ...] = ()) -> None:
+    def update(self, tree: git.Repo, sha: str) -> None:
         """Check out the submodules `tree` (at superproject commit `sha`) names, and theirs."""
         wt = Path(tree.working_tree_dir)
         urls = _submodule_urls(tree, sha)
@@ -143,6 +123,4 @@ def _relative_url(tree: git.Repo, rel: str) -> str:
 
 
 def _last(exc: git.GitCommandError) -> str:
-    lines = [ln.strip(" '\"") for ln in (exc.stderr or str(exc)).strip().splitlines()
-             if ln.strip(" '\"")]
-    return redact_url(lines[-1]) if lines else "git error"
+    return redact_url(last_line(exc))
