@@ -120,13 +120,18 @@ class Bisection:
             cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
         return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
 
-    def _source(self, tier: Tier | None, i: int, lo: int, hi: int) -> Source | None:
-        """A prebuilt tier's artifact; in the build tier, an overlay where one is safe."""
-        if tier is not None:
-            return tier.sources[i]
-        if self.overlays is None or self._cached(self.span.candidates[i]) is not None:
-            return None
-        return self.overlays.source(i, lo, hi)
+    def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
+                ) -> tuple[Source | None, ProbeRecord | None]:
+        """How to probe candidate i, and its cached verdict if there is one: a prebuilt
+        tier's artifact; in the build tier its build, or an overlay where one is safe."""
+        commit = self.span.candidates[i]
+        source = tier.sources[i] if tier else None
+        hit = self._cached(commit, source)
+        if hit is None and tier is None and self.overlays is not None:
+            overlay = self.overlays.source(i, lo, hi)
+            if overlay is not None:
+                return overlay, self._cached(commit, overlay)
+        return source, hit
 
     def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
@@ -137,7 +142,6 @@ class Bisection:
         self.store.set_status(sid, SessionStatus.RUNNING)
         verdicts = {p.idx: p.verdict for p in done}
         rnd = max((p.round for p in done), default=0)
-        n = len(self.span.candidates)
         try:
             while True:
                 tier, step = self.plan(verdicts)
@@ -169,11 +173,10 @@ class Bisection:
         requests = []
         for i in step.indices:
             commit = self.span.candidates[i]
-            source = self._source(tier, i, lo, hi)
-            hit = self._cached(commit, source)
+            source, hit = self._lookup(tier, i, lo, hi)
             if hit is None and source is not None and source.tier == "overlay" and \
                     not self.overlays.make(i, source):
-                source, hit = None, self._cached(commit)    # refused: build it after all
+                source = None        # refused: build it after all (no build verdict cached)
             if hit is not None:
                 hit.round, hit.idx = rnd, i
                 hit.started = hit.ended = time.time()
@@ -223,8 +226,9 @@ class Bisection:
             if isinstance(step, Result):
                 return step
             lo, hi = open_interval(len(self.span.candidates), verdicts)
-            src = {i: self._source(tier, i, lo, hi) for i in step.indices}
-            hits = {i: self._cached(self.span.candidates[i], src[i]) for i in step.indices}
+            found = {i: self._lookup(tier, i, lo, hi) for i in step.indices}
+            src = {i: source for i, (source, _) in found.items()}
+            hits = {i: hit for i, (_, hit) in found.items()}
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
                 return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
