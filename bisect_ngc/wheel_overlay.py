@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from .artifacts import Artifact, ArtifactStore
 from .backends.base import Source
 from .history import History
-from .overlay import OVERLAY_COST, Base, Decision, OverlayRule, choose_base, decide
+from .overlay import OVERLAY_COST, Base, Change, Decision, OverlayRule, choose_base, decide
 from .search import Verdict
 from .store import digest
 
@@ -41,6 +41,7 @@ class Overlays:
         self.rule = rule
         self.say = say
         self.reach = reach              # how far from a built commit an overlay is tried
+        self._diffs: dict[tuple[int, int], list[Change]] = {}
         self._decisions: dict[tuple[int, int], Decision] = {}
 
     def built(self, i: int) -> Artifact | None:
@@ -50,11 +51,17 @@ class Overlays:
             return None
         return art
 
+    def diff(self, base: int, target: int) -> list[Change]:
+        key = (base, target)
+        if key not in self._diffs:
+            self._diffs[key] = self.history.changes(self.candidates[base],
+                                                    self.candidates[target])
+        return self._diffs[key]
+
     def decision(self, base: int, target: int) -> Decision:
         key = (base, target)
         if key not in self._decisions:
-            changes = self.history.changes(self.candidates[base], self.candidates[target])
-            self._decisions[key] = decide(changes, self.rule)
+            self._decisions[key] = decide(self.diff(base, target), self.rule)
         return self._decisions[key]
 
     def _bases(self, lo: int, hi: int) -> list[int]:
@@ -80,10 +87,10 @@ class Overlays:
 
     def source(self, target: int, lo: int, hi: int) -> Source | None:
         """How to probe `target` by overlay, or None when it must be built. Writes nothing."""
-        bases = [b for b in self._bases(target - self.reach, target + self.reach)
-                 if b != target]
         if self.built(target) is not None:
             return None            # its own build exists: no reason to patch another
+        bases = [b for b in self._bases(target - self.reach, target + self.reach)
+                 if b != target]
         base = choose_base(target, bases, lambda b: self.decision(b, target), lo, hi)
         return None if base is None else self._source(target, base)
 
@@ -104,8 +111,7 @@ class Overlays:
         if art is None or not decision.safe:
             return False
         wheel = next(art.path.glob("*.whl"))
-        changes = {ch.path: ch for ch in
-                   self.history.changes(src.reports, self.candidates[target])}
+        changes = {ch.path: ch for ch in self.diff(base, target)}
         old_paths = {ch.old_path: ch for ch in changes.values() if ch.old_path}
         try:
             with self.store.staging(src.ref) as staging:
