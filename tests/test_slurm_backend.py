@@ -134,6 +134,26 @@ def test_a_probe_cancelled_by_hand_is_retried(tmp_path, capsys):
     assert not my_jobs(res["session"])
 
 
+def kill_after_two_rounds_and_rerun(argv: list[str], state: Path,
+                                    wait: float) -> subprocess.CompletedProcess:
+    """Run the controller, SIGKILL it once its second round is submitted, run it again."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + wait
+    store = Store(state)
+
+    def submitted_rounds() -> int:
+        latest = store.latest()
+        return len({v["test_job"] for k, v in store.recall(latest.id).items()
+                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
+
+    while submitted_rounds() < 2:
+        assert time.monotonic() < end and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
 @needs_slurm
 def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, capsys):
     shas = make_repo(tmp_path / "r", 120, 77)
@@ -141,21 +161,7 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path, 
     args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path,
                                                              "--json", "--jobs", "3",
                                                              test=slow)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    end = time.monotonic() + 90
-    store = Store(tmp_path / "st")
-
-    def submitted_rounds() -> int:
-        latest = store.latest()
-        return len({v["test_job"] for k, v in store.recall(latest.id).items()
-                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
-
-    while submitted_rounds() < 2:   # killed once the second round is submitted
-        assert time.monotonic() < end and proc.poll() is None
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    again = kill_after_two_rounds_and_rerun(args, tmp_path / "st", wait=90)
     assert again.returncode == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["first_new"] == shas[77]

@@ -22,7 +22,8 @@ from bisect_ngc.search import ceil_log
 from bisect_ngc.store import Store
 
 from benchmarks.repos import make_repo
-from tests.test_slurm_backend import PROBLEM as SLURM_PROBLEM, my_jobs, submitted_tests
+from tests.test_slurm_backend import (PROBLEM as SLURM_PROBLEM, kill_after_two_rounds_and_rerun,
+                                      my_jobs, submitted_tests)
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 MARKER = "/etc/bisect-ngc-test-image"      # exists in the test image only
@@ -157,21 +158,7 @@ def test_a_killed_controller_reattaches_without_duplicate_submissions(tmp_path):
     argv = [sys.executable, "-m", "bisect_ngc", *args(tmp_path / "r", tmp_path, "enroot",
                                                       "--json", "--jobs", "3",
                                                       test="sleep 2; " + TEST)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    store = Store(tmp_path / "st")
-    end = time.monotonic() + 120
-
-    def submitted_rounds() -> int:
-        latest = store.latest()
-        return len({v["test_job"] for k, v in store.recall(latest.id).items()
-                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
-
-    while submitted_rounds() < 2:
-        assert time.monotonic() < end and proc.poll() is None
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    again = kill_after_two_rounds_and_rerun(argv, tmp_path / "st", wait=120)
     assert again.returncode == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["first_new"] == shas[51] and "re-attaching" in again.stderr
