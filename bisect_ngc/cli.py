@@ -8,7 +8,6 @@ import signal
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import click

@@ -9,7 +9,6 @@ import math
 import shlex
 import subprocess
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
