@@ -3,11 +3,15 @@
 (a) first-parent enumeration of 1k/10k/100k-commit repositories (median of 5);
 (b) probes and rounds against `git bisect run` on one generated repository, K = 1, 2, 4, 8;
 (c) controller overhead per probe with a no-op build and test.
+
+The runs are started as an installed package runs: with .pyc files (pip compiles them at
+install), so PYTHONDONTWRITEBYTECODE is unset for them.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,8 +25,9 @@ from benchmarks.repos import BUILD, TEST, make_repo  # noqa: E402
 
 
 def bisect_ngc(*args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run([sys.executable, "-m", "bisect_ngc", "bisect", *args, "--json",
-                          "--quiet"], capture_output=True, text=True)
+                          "--quiet"], capture_output=True, text=True, env=env)
     if out.returncode not in (0, 3, 4):
         raise SystemExit(out.stderr)
     return json.loads(out.stdout)
@@ -76,7 +81,7 @@ def overhead(tmp: Path, n: int) -> None:
     repo = tmp / "noop"
     shas = make_repo(repo, n, n // 3)
     walls = []
-    for i in range(3):
+    for i in range(5):
         t0 = time.perf_counter()
         res = bisect_ngc("--repo", str(repo), "--old", shas[0], "--new", "main", "--build", "true",
                          "--test", TEST.replace('"$BISECT_ARTIFACTS/out"', "behaviour"),
@@ -87,7 +92,7 @@ def overhead(tmp: Path, n: int) -> None:
         subprocess.run(["/bin/sh", "-c", "true"], check=True)
         subprocess.run(["/bin/sh", "-c", "true"], check=True)
     bare = (time.perf_counter() - t0) / 20
-    print(f"\n(c) controller overhead, {n} commits, no-op build and test, median of 3 runs\n")
+    print(f"\n(c) controller overhead, {n} commits, no-op build and test, median of 5 runs\n")
     print(f"- wall per probe: {statistics.median(walls) * 1000:.0f} ms "
           f"(of which spawning two shells: {bare * 1000:.0f} ms)")
 
@@ -95,12 +100,16 @@ def overhead(tmp: Path, n: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="1k and 10k only")
+    ap.add_argument("--only", choices="abc", help="run one part")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        enumeration(tmp, [1_000, 10_000] + ([] if args.quick else [100_000]))
-        against_git(tmp, 600, 377, "120-139,300-309,370-372")
-        overhead(tmp, 300)
+        if args.only in (None, "a"):
+            enumeration(tmp, [1_000, 10_000] + ([] if args.quick else [100_000]))
+        if args.only in (None, "b"):
+            against_git(tmp, 600, 377, "120-139,300-309,370-372")
+        if args.only in (None, "c"):
+            overhead(tmp, 300)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +88,7 @@ class ArtifactStore:
             return found
         say(f"downloading {url}")
         with self.staging(key) as staging:
-            with urllib.request.urlopen(url, timeout=120) as resp, \
+            with urlopen(url, timeout=120) as resp, \
                     open(staging / artifact_name(url), "wb") as out:
                 shutil.copyfileobj(resp, out)
             return self.publish(key, staging, {"url": url})
@@ -119,3 +118,8 @@ class ArtifactStore:
             shutil.rmtree(art.path, ignore_errors=True)
         shutil.rmtree(self.root / ".staging", ignore_errors=True)
         return len(gone), freed
+
+
+def urlopen(url: str, timeout: float):
+    import urllib.request    # pulls in ssl: only where something is fetched
+    return urllib.request.urlopen(url, timeout=timeout)

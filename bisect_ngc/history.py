@@ -23,7 +23,6 @@ _REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
 _PR_TITLE_RE = re.compile(r"\(#(\d+)\)")
 _PR_TRAILER_RE = re.compile(r"^Pull Request resolved:\s*\S*?/pull/(\d+)", re.M)
-_SEP = "\x1f"
 
 
 @dataclass(frozen=True)
@@ -124,13 +123,6 @@ class History:
                             hint="check the sha or fetch the branch that has it")
         return sha
 
-    def try_resolve(self, rev: str) -> str | None:
-        """The full sha of rev if this repository has it, without fetching."""
-        try:
-            return self._rev_parse(validate_rev(rev))
-        except UserError:
-            return None
-
     def _rev_parse(self, rev: str) -> str | None:
         try:
             return self.repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
@@ -215,17 +207,15 @@ class History:
         return [old] + [line[:line.index(" ")] if " " in line else line for line in lines]
 
     def info(self, shas: list[str]) -> dict[str, CommitInfo]:
-        if not shas:
-            return {}
-        fmt = _SEP.join(["%H", "%s", "%an <%ae>", "%cI", "%B"]) + "\x1e"
-        out = self.repo.git.log("--no-walk=unsorted", f"--format={fmt}", *shas)
+        """Title, author, date and PR of each commit, read through gitpython's long-lived
+        `git cat-file --batch` (no process per call)."""
         infos = {}
-        for record in out.split("\x1e"):
-            record = record.strip("\n")
-            if not record:
-                continue
-            sha, title, author, date, body = record.split(_SEP, 4)
-            infos[sha] = CommitInfo(sha, title, author, date, parse_pr(body))
+        for sha in shas:
+            c = self.repo.commit(sha)
+            first = c.message.strip().split("\n\n", 1)[0]
+            title = " ".join(line.strip() for line in first.splitlines())   # as git's %s
+            infos[c.hexsha] = CommitInfo(c.hexsha, title, f"{c.author.name} <{c.author.email}>",
+                                         c.committed_datetime.isoformat(), parse_pr(c.message))
         return infos
 
     def changes(self, old: str, new: str) -> list[Change]:
@@ -250,12 +240,17 @@ class History:
         """A file's contents by blob id (fetched on demand in a blobless clone)."""
         return self.repo.odb.stream(bytes.fromhex(sha)).read()
 
-    def has_submodules(self, sha: str) -> bool:
-        try:
-            self.repo.git.cat_file("-e", f"{sha}:.gitmodules")
-            return True
-        except git.GitCommandError:
-            return False
+    def present(self, revs: list[str]) -> dict[str, str | None]:
+        """The commit each rev names, or None where this repository lacks it, without fetching.
+        One long-lived `git cat-file --batch-check` answers them all."""
+        found: dict[str, str | None] = {}
+        for rev in revs:
+            try:
+                sha, kind, _ = self.repo.git.get_object_header(f"{validate_rev(rev)}^{{commit}}")
+                found[rev] = sha.decode() if kind == b"commit" else None
+            except (UserError, ValueError):
+                found[rev] = None
+        return found
 
 
 def mirror_path(root: Path, url: str) -> Path:
@@ -358,7 +353,7 @@ class Worktrees:
                 tree.git.clean("-ffdxq", *excludes)
         except git.GitCommandError as exc:
             raise CheckoutError(f"checkout failed: {last_line(exc)}") from None
-        if not (submodules and self.history.has_submodules(sha)):
+        if not (submodules and (wt / ".gitmodules").is_file()):
             return wt
         if self.submodules is not None:
             self.submodules.update(tree, sha)

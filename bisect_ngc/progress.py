@@ -1,4 +1,4 @@
-"""Progress while a bisection runs: a rich live panel on a terminal, log lines elsewhere."""
+"""Progress while a bisection runs: log lines, or on a terminal the live panel of live.py."""
 from __future__ import annotations
 
 import statistics
@@ -6,11 +6,6 @@ import sys
 import threading
 import time
 from typing import IO
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from .backends.base import ProbeRequest
 from .engine import Events
@@ -23,7 +18,7 @@ def say(text: str) -> None:
     print(f"[bisect-ngc] {text}", file=sys.stderr, flush=True)
 
 
-class _Tracker(Events):
+class Tracker(Events):
     """Shared bookkeeping: what is left, what runs, how long probes take."""
 
     def __init__(self, jobs: int):
@@ -67,7 +62,7 @@ class _Tracker(Events):
         return statistics.median(self.durations) * self.steps_left()
 
 
-def _fmt(seconds: float | None) -> str:
+def fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(seconds)
@@ -75,7 +70,7 @@ def _fmt(seconds: float | None) -> str:
         f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-class PlainEvents(_Tracker):
+class PlainEvents(Tracker):
     """One line per event on stderr, for logs and pipes."""
 
     def __init__(self, jobs: int, stream: IO[str] | None = None):
@@ -95,7 +90,7 @@ class PlainEvents(_Tracker):
         super().round(number, indices, lo, hi, tier)
         what = "building and testing" if tier == "build" else f"testing {tier}s of"
         self._say(f"round {number}: {what} {len(indices)} commit(s); {self.left} commits left, "
-                  f"~{self.steps_left()} round(s) to go, eta {_fmt(self.eta())}")
+                  f"~{self.steps_left()} round(s) to go, eta {fmt_seconds(self.eta())}")
 
     def probe(self, rec: ProbeRecord) -> None:
         super().probe(rec)
@@ -104,48 +99,10 @@ class PlainEvents(_Tracker):
         self._say(f"  {rec.commit[:12]} [{rec.idx}] {rec.verdict.value}{tag}{why}")
 
 
-class RichEvents(_Tracker):
-    """A live panel: commits left, steps left, each running probe's phase, and an ETA."""
-
-    def __init__(self, jobs: int, console: Console | None = None):
-        super().__init__(jobs)
-        self.console = console or Console(stderr=True)
-        self.history: list[str] = []
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4,
-                         get_renderable=self._render, transient=False)
-        self.live.start()
-
-    def _render(self) -> Group:
-        head = Text(f"round {self.rnd} ({self.tier}) · {self.left} of {self.n} commits left · "
-                    f"~{self.steps_left()} round(s) to go · eta {_fmt(self.eta())}", style="bold")
-        table = Table(box=None, show_header=True, header_style="dim")
-        table.add_column("commit")
-        table.add_column("phase")
-        table.add_column("elapsed", justify="right")
-        now = time.monotonic()
-        with self.lock:
-            for commit, (phase, since) in self.running.items():
-                table.add_row(commit[:12], phase, _fmt(now - since))
-        return Group(*[Text(line) for line in self.history[-8:]], head, table)
-
-    def session(self, record: SessionRecord, resumed: int) -> None:
-        super().session(record, resumed)
-        how = f"resuming, {resumed} probes done" if resumed >= 0 else "new session"
-        self.history.append(f"session {record.id} ({how}), {self.n} candidates")
-
-    def probe(self, rec: ProbeRecord) -> None:
-        super().probe(rec)
-        tag = " (cached)" if rec.cached else ""
-        why = f" — {rec.reason}" if rec.reason else ""
-        self.history.append(f"  {rec.commit[:12]} {rec.verdict.value}{tag}{why}")
-
-    def close(self) -> None:
-        self.live.stop()
-
-
 def make_events(jobs: int, quiet: bool) -> Events:
     if quiet:
         return Events()
     if sys.stderr.isatty():
+        from .live import RichEvents     # rich only where there is a terminal to draw on
         return RichEvents(jobs)
     return PlainEvents(jobs)

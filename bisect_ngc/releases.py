@@ -194,8 +194,10 @@ def release_from_facts(image: str, facts: dict) -> Release:
 def containing(history, sha: str, catalog: Catalog) -> list[dict[str, str]]:
     """For each catalog release: does its PyTorch commit contain sha? (yes/no/unknown)"""
     rows = []
-    for rel in catalog.all():
-        commit = history.try_resolve(rel.torch_commit) if rel.torch_commit else None
+    releases = catalog.all()
+    present = history.present([rel.torch_commit for rel in releases if rel.torch_commit])
+    for rel in releases:
+        commit = present.get(rel.torch_commit)
         contains = "unknown" if commit is None else \
             "yes" if history.is_ancestor(sha, commit) else "no"
         rows.append({"release": rel.name, "image": rel.image, "commit": commit or "",

@@ -15,14 +15,13 @@ from __future__ import annotations
 import re
 import subprocess
 import urllib.parse
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
 
-from .artifacts import ArtifactStore, artifact_name
+from .artifacts import ArtifactStore, artifact_name, urlopen
 from .backends.base import Source
 from .engine import Range, Tier
 from .errors import UserError
@@ -127,7 +126,7 @@ def _nightly(url: str, filename: str, python: str | None) -> Nightly | None:
 
 def _fetch_page(url: str, timeout: float) -> str:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urlopen(url, timeout=timeout) as resp:
             return resp.read().decode(errors="replace")
     except (OSError, ValueError) as exc:
         raise UserError(f"the index {url} is unreachable: {exc}",
@@ -264,3 +263,4 @@ def _fetch(n: Nightly, store: ArtifactStore, say: Callable[[str], None]) -> Path
     except (OSError, ValueError) as exc:
         raise UserError(f"could not download {n.filename} ({n.url}): {exc}",
                         hint="check the index or the files it names") from None
+

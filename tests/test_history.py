@@ -59,6 +59,29 @@ def test_metadata_and_pr_numbers(repo, tmp_path):
     assert info[shas[3]].date.startswith("2023-")
 
 
+def test_present_answers_many_revisions_without_fetching(repo, tmp_path):
+    path, shas = repo
+    h = History.open(str(path), tmp_path)
+    tree = subprocess.run(["git", "-C", str(path), "rev-parse", f"{shas[2]}^{{tree}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    revs = [shas[1], shas[7][:10], "main~1", "deadbeef" * 5, tree, "--upload-pack=x"]
+    assert h.present(revs) == {shas[1]: shas[1], shas[7][:10]: shas[7], "main~1": shas[-2],
+                               "deadbeef" * 5: None, tree: None, "--upload-pack=x": None}
+
+
+def test_titles_join_a_wrapped_first_paragraph_as_git_does(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=A", "-c", "user.email=a@b"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m",
+                    "Fix  the thing\nacross two lines\n\nBody (#77)"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    expected = subprocess.run([*git, "log", "-1", "--format=%s|%cI"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    info = History.open(str(tmp_path), tmp_path / "cache").info([sha])[sha]
+    assert f"{info.title}|{info.date}" == expected
+
+
 @pytest.mark.parametrize("message,pr", [
     ("Fix as_tensor device (#132595)", 132595),
     ("Revert \"x (#1)\" (#2)", 2),
