@@ -42,16 +42,17 @@ def test_the_same_options_give_the_same_recipe_on_every_backend(tmp_path, repo):
     assert other.test_key() == recipes["local"].test_key()
 
 
-def test_the_local_backend_does_not_load_the_docker_sdk(tmp_path, repo):
+def test_a_headless_local_bisection_loads_no_docker_sdk_rich_or_urllib(tmp_path, repo):
+    """Start-up is a good part of a probe's overhead: a run loads only what it uses."""
     import subprocess
     import sys
-    code = ("import sys; from pathlib import Path; from bisect_ngc.question import Options, ask; "
-            f"q = ask(Options(cache_dir=Path({str(tmp_path / 'c')!r}), "
-            f"state=Path({str(tmp_path / 's')!r}),"
-            f" repo={str(repo)!r}, old='main~11', new='main', test='true'), print); "
-            "print('docker' in sys.modules)")
+    code = ("import sys; from bisect_ngc.cli import main; "
+            f"rc = main(['bisect', '--repo', {str(repo)!r}, '--old', 'main~11', '--new', 'main', "
+            "'--test', 'test $(cat behaviour) = old', '--quiet', "
+            f"'--state', {str(tmp_path / 's')!r}, '--cache-dir', {str(tmp_path / 'c')!r}]); "
+            "print(rc, [m for m in ('docker', 'rich', 'urllib.request') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.strip() == "False", out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stderr
 
 
 @pytest.mark.parametrize("field,value", [("image", "img\nRUN evil"), ("repro_args", "a\nb")])
