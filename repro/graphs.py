@@ -1,14 +1,26 @@
-"""A port of the path under test: graphed callables in one shared pool, captured in a
-pipeline order, whose static outputs are swapped for weak references the way
-Transformer Engine's `make_weak_ref` does it (TE's io_memory_reduction /
-_reuse_graph_input_output_buffers). Written from the behaviour, not from TE's code.
+"""A port of the path under test: Transformer Engine's `make_graphed_callables` as Megatron
+calls it (TE v2.6+, with `_order` and `_reuse_graph_input_output_buffers`). Written from the
+behaviour, not from TE's code.
+
+Every graph is captured in one memory pool, in the pipeline order. With the reuse option,
+after each backward capture:
+- its forward's static outputs become weak references (TE's `make_weak_ref`);
+- so do the previous backward's static grad inputs;
+- one static grad-output buffer serves every backward;
+- a later forward takes the static inputs of a microbatch whose backward is done.
+The pool may then hand that memory to later captures. That is safe only while replays keep
+the capture order, and while a weak reference really aliases GPU memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
+
+from .schedule import callable_index, check
 
 # __cuda_array_interface__ type strings; bf16 has none, so it travels as f2 and is
 # viewed back, as TE does.
@@ -21,8 +33,6 @@ class _WeakRefTensor:
     """Only a device pointer, a dtype and a shape: owns nothing."""
 
     def __init__(self, tensor: torch.Tensor):
-        if not tensor.is_contiguous():
-            raise ValueError("weak refs need contiguous tensors")
         self._ptr = tensor.data_ptr()
         self.dtype = tensor.dtype
         self.shape = tuple(tensor.shape)
@@ -40,109 +50,193 @@ class _WeakRefTensor:
 
 
 def make_weak_ref(x):
-    """A tensor aliasing x's memory without keeping x alive; lists and tuples recurse."""
-    if isinstance(x, (list, tuple)):
+    """A tensor aliasing x's GPU memory without keeping x alive; containers recurse, CPU
+    tensors, numbers and None pass through. Errors are TE's, word for word."""
+    if isinstance(x, torch.Tensor):
+        if not x.is_cuda:
+            return x
+        ref = _WeakRefTensor(x)
+        new = torch.as_tensor(ref).view(ref.dtype)   # no device=: the code under test
+        if ref.data_ptr() != new.data_ptr():
+            raise RuntimeError("Data pointer mismatch after converting to torch.Tensor")
+        return new
+    if isinstance(x, (tuple, list)):
         return type(x)(make_weak_ref(t) for t in x)
-    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+    if isinstance(x, dict):
+        return {k: make_weak_ref(v) for k, v in x.items()}
+    if x is None or isinstance(x, (int, float, bool)):
         return x
-    ref = _WeakRefTensor(x)
-    new = torch.as_tensor(ref).view(ref.dtype)
-    if new.data_ptr() != ref.data_ptr():
-        raise RuntimeError(f"Data pointer mismatch after converting the weak ref to a tensor: "
-                           f"{ref.data_ptr():#x} became {new.data_ptr():#x} on {new.device}")
-    if not new.is_cuda:
-        raise RuntimeError(f"weak ref materialized on {new.device}, not on the GPU")
-    return new
-
-
-def pipeline_order(chunks: int, microbatches: int) -> list[int]:
-    """TE-style _order: +c is a forward of chunk c, -c a backward; each chunk's backwards
-    take its microbatches first-in first-out. Here: all forwards, then the backwards."""
-    return list(range(1, chunks + 1)) * microbatches + list(range(-chunks, 0)) * microbatches
+    raise TypeError(f"Invalid type {type(x)} to make weak ref")
 
 
 @dataclass
-class _Slot:
-    static_in: torch.Tensor
-    params: tuple[nn.Parameter, ...]
+class _Graph:
+    """One (chunk, microbatch, layer): its two graphs and their static tensors."""
+    module: nn.Module
+    inputs: tuple
+    params: tuple
     fwd: torch.cuda.CUDAGraph = field(default_factory=torch.cuda.CUDAGraph)
     bwd: torch.cuda.CUDAGraph = field(default_factory=torch.cuda.CUDAGraph)
-    static_out: torch.Tensor | None = None
-    static_grad_out: torch.Tensor | None = None
-    static_grads: tuple = ()
+    outputs: tuple = ()
+    single: bool = True
+    grad_outputs: tuple = ()
+    grad_inputs: tuple = ()
+    clone_grads: bool = False
+
+    @property
+    def surface(self) -> tuple:
+        return self.inputs + self.params
 
 
 class _Replay(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, slot: _Slot, x: torch.Tensor, *params):
-        ctx.slot = slot
-        slot.static_in.copy_(x)
-        slot.fwd.replay()
-        return slot.static_out.detach()
+    def forward(ctx, g: _Graph, *inputs):
+        ctx.g = g
+        for static, new in zip(g.inputs, inputs):
+            if static.data_ptr() != new.data_ptr():
+                static.copy_(new)
+        g.fwd.replay()
+        return tuple(o.detach() for o in g.outputs)
 
     @staticmethod
-    def backward(ctx, grad):
-        slot = ctx.slot
-        slot.static_grad_out.copy_(grad)
-        slot.bwd.replay()
-        return (None, *(None if g is None else g.clone() for g in slot.static_grads))
+    @once_differentiable
+    def backward(ctx, *grads):
+        g = ctx.g
+        for buf, grad in zip(g.grad_outputs, grads):
+            if buf is not None and buf.data_ptr() != grad.data_ptr():
+                buf.copy_(grad)
+        g.bwd.replay()
+        # TE returns the static grads themselves (detached); the old port cloned them.
+        keep: Callable = torch.Tensor.clone if g.clone_grads else torch.Tensor.detach
+        return (None, *(None if b is None else keep(b) for b in g.grad_inputs))
 
 
-class GraphedCallable:
-    def __init__(self, slot: _Slot):
-        self.slot = slot
+def _callable(g: _Graph) -> Callable:
+    training = g.module.training
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return _Replay.apply(self.slot, x, *self.slot.params)
+    def run(*args):
+        if g.module.training != training:      # as TE: another mode runs eagerly
+            return g.module(*args)
+        out = _Replay.apply(g, *args, *g.params)
+        return out[0] if g.single else out
+    return run
 
 
-def make_graphed(modules: list[nn.Module], sample: torch.Tensor, order: list[int], *,
-                 weak_ref: bool, warmup: int = 3) -> dict[tuple[int, int], GraphedCallable]:
-    """Capture forward and backward graphs of each (module, microbatch) in `order`,
-    all in one memory pool. Replays must follow the same order."""
+def _flatten(out: Any) -> tuple[tuple, bool]:
+    if isinstance(out, torch.Tensor):
+        return (out,), True
+    return tuple(out), False
+
+
+def make_graphed_callables(modules: tuple[nn.Module, ...], sample_args: list[tuple], *,
+                           _order: list[int], num_warmup_iters: int = 3,
+                           allow_unused_input: bool = False,
+                           sample_kwargs: list[dict] | None = None,
+                           _num_layers_per_chunk: list[int] | None = None,
+                           _reuse_graph_input_output_buffers: bool = False,
+                           clone_grads: bool = False) -> tuple[Callable, ...]:
+    """TE's call, `_order` required: one callable per (chunk, microbatch, layer), in
+    `schedule.callable_index` order. `sample_kwargs` must be empty dicts (the repro's
+    layers take none). `clone_grads` restores the old port's copies of the grads."""
+    chunks, microbatches = check(_order)
+    per_chunk = list(_num_layers_per_chunk or
+                     [len(sample_args) // chunks // microbatches] * chunks)
+    if len(modules) != sum(per_chunk) or len(sample_args) != sum(per_chunk) * microbatches:
+        raise ValueError(f"{len(modules)} modules and {len(sample_args)} samples do not fit "
+                         f"{per_chunk} layers per chunk and {microbatches} microbatches")
+    if any(sample_kwargs or ()):
+        raise ValueError("the port passes no keyword arguments")
+    first = [sum(per_chunk[:c]) for c in range(chunks)]
+    at = lambda chunk, mb, layer: callable_index(per_chunk, microbatches, chunk, mb, layer)  # noqa
+    owners = [modules[first[c] + layer] for c in range(chunks) for _ in range(microbatches)
+              for layer in range(per_chunk[c])]
+    reuse = _reuse_graph_input_output_buffers
+    samples = _reused_inputs(list(sample_args), _order, per_chunk, microbatches) if reuse \
+        else list(sample_args)
+    graphs = [_Graph(mod, tuple(args), tuple(mod.parameters()), clone_grads=clone_grads)
+              for mod, args in zip(owners, samples)]
+
+    def forwards():          # the graph of each forward, in the order
+        seen = [0] * chunks
+        for c in _order:
+            if c > 0:
+                for layer in range(per_chunk[c - 1]):
+                    yield graphs[at(c - 1, seen[c - 1], layer)]
+                seen[c - 1] += 1
+
+    torch.cuda.synchronize()
+    with torch.cuda.stream(torch.cuda.Stream()):
+        for g in forwards():
+            for _ in range(num_warmup_iters):
+                outs, _ = _flatten(g.module(*g.inputs))
+                torch.autograd.grad(
+                    tuple(o for o in outs if o.requires_grad),
+                    tuple(t for t in g.surface if t.requires_grad),
+                    grad_outputs=tuple(torch.empty_like(o) for o in outs if o.requires_grad),
+                    only_inputs=True, allow_unused=allow_unused_input)
+                del outs
+    torch.cuda.synchronize()
+
     pool = torch.cuda.graph_pool_handle()
-    slots: dict[tuple[int, int], _Slot] = {}
-    seen_f: dict[int, int] = {}
-    for c in order:
+    fwd_iter = forwards()
+    done = [0] * chunks
+    shared_grad_outputs: dict[tuple, tuple] = {}
+    previous: _Graph | None = None
+    for c in _order:
         if c > 0:
-            m = seen_f.get(c, 0)
-            seen_f[c] = m + 1
-            mod = modules[c - 1]
-            slots[(c - 1, m)] = _Slot(sample.clone().requires_grad_(True),
-                                      tuple(p for p in mod.parameters() if p.requires_grad))
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for (c, _), slot in slots.items():
-            for _ in range(warmup):
-                out = modules[c](slot.static_in)
-                torch.autograd.grad(out, (slot.static_in, *slot.params),
-                                    grad_outputs=torch.ones_like(out), allow_unused=True)
-    torch.cuda.current_stream().wait_stream(side)
+            for _ in range(per_chunk[c - 1]):
+                g = next(fwd_iter)
+                with torch.cuda.graph(g.fwd, pool=pool):
+                    out = g.module(*g.inputs)
+                g.outputs, g.single = _flatten(out)
+            continue
+        chunk = -c - 1
+        for layer in reversed(range(per_chunk[chunk])):
+            g = graphs[at(chunk, done[chunk], layer)]
+            key = tuple((o.shape, o.dtype) for o in g.outputs)
+            if not reuse or key not in shared_grad_outputs:
+                shared_grad_outputs[key] = tuple(torch.empty_like(o) if o.requires_grad else None
+                                                 for o in g.outputs)
+            g.grad_outputs = shared_grad_outputs[key]
+            wanted = [t for t in g.surface if t.requires_grad]
+            with torch.cuda.graph(g.bwd, pool=pool):
+                grads = torch.autograd.grad(
+                    tuple(o for o in g.outputs if o.requires_grad), tuple(wanted),
+                    grad_outputs=tuple(b for b in g.grad_outputs if b is not None),
+                    only_inputs=True, allow_unused=allow_unused_input)
+            it = iter(grads)
+            g.grad_inputs = tuple(next(it) if t.requires_grad else None for t in g.surface)
+            if reuse:
+                # The real tensors are dropped: the pool may give their memory to graphs
+                # captured later, and the callables keep only weak references.
+                g.outputs = make_weak_ref(g.outputs)
+                if previous is not None:
+                    previous.grad_inputs = make_weak_ref(previous.grad_inputs)
+                previous = g
+        done[chunk] += 1
     torch.cuda.synchronize()
+    return tuple(_callable(g) for g in graphs)
 
-    seen_b: dict[int, int] = {}
-    seen_f.clear()
+
+def _reused_inputs(samples: list, order: list[int], per_chunk: list[int],
+                   microbatches: int) -> list:
+    """Each forward takes the static inputs of the oldest consumed one (a microbatch whose
+    backward is captured), first in, first out, as TE does under the reuse option."""
+    waiting: dict[int, list[int]] = {}
+    consumed: list[int] = []
+    seen = [0] * len(per_chunk)
     for c in order:
+        chunk = abs(c) - 1
         if c > 0:
-            m = seen_f.get(c, 0)
-            seen_f[c] = m + 1
-            slot = slots[(c - 1, m)]
-            with torch.cuda.graph(slot.fwd, pool=pool):
-                slot.static_out = modules[c - 1](slot.static_in)
+            idx = [callable_index(per_chunk, microbatches, chunk, seen[chunk], layer)
+                   for layer in range(per_chunk[chunk])]
+            waiting[chunk] = waiting.get(chunk, []) + idx
+            for i in idx:
+                if consumed:
+                    samples[i] = samples[consumed.pop(0)]
+            seen[chunk] += 1
         else:
-            m = seen_b.get(-c, 0)
-            seen_b[-c] = m + 1
-            slot = slots[(-c - 1, m)]
-            slot.static_grad_out = torch.empty_like(slot.static_out)
-            with torch.cuda.graph(slot.bwd, pool=pool):
-                slot.static_grads = torch.autograd.grad(
-                    slot.static_out, (slot.static_in, *slot.params),
-                    grad_outputs=slot.static_grad_out, allow_unused=True)
-            if weak_ref:
-                # The real output is dropped: the pool may hand its memory to graphs
-                # captured later, and the callable keeps only a weak reference.
-                slot.static_out = make_weak_ref(slot.static_out)
-    torch.cuda.synchronize()
-    return {key: GraphedCallable(slot) for key, slot in slots.items()}
+            n = min(len(waiting[chunk]), per_chunk[chunk])
+            consumed += waiting[chunk][:n]
+            waiting[chunk] = waiting[chunk][n:]
+    return samples

@@ -65,8 +65,11 @@ class MoE(nn.Module):
         weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
         if self.dense:
             gates = torch.zeros_like(probs, dtype=x.dtype).scatter(1, chosen, weights)  # [T, E]
-            gate, up = torch.einsum("th,ehf->etf", tokens, self.w_gate_up).chunk(2, dim=-1)
-            y = torch.einsum("etf,efh->eth", F.silu(gate) * up, self.w_down)
+            # bmm, not einsum: its weight grads come out contiguous. TE's weak references
+            # keep a pointer and a shape, not strides, so a graphed layer's grads must be.
+            gate, up = torch.bmm(tokens.expand(len(self.w_gate_up), -1, -1),
+                                 self.w_gate_up).chunk(2, dim=-1)                   # [E, T, F]
+            y = torch.bmm(F.silu(gate) * up, self.w_down)                           # [E, T, H]
             out = torch.einsum("eth,te->th", y, gates)
             return x + out.view(seq, batch, hidden)
         out = torch.zeros_like(tokens)
@@ -86,8 +89,11 @@ class Layer(nn.Module):
         super().__init__()
         self.attn = Attention(hidden, heads, groups)
         self.moe = MoE(hidden, ffn, experts, topk, dense)
+        self.capture_attn_only = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.capture_attn_only:    # Megatron's capture of a layer with graph scope "attn"
+            return self.attn(x)
         return self.moe(self.attn(x))
 
 

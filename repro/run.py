@@ -36,8 +36,15 @@ def parser() -> argparse.ArgumentParser:
     a("--moe-router-topk", type=int, default=2)
     a("--seq-length", type=int, default=1024)
     a("--micro-batch-size", type=int, default=1)
-    a("--num-microbatches", type=int, default=2,
+    a("--num-microbatches", type=int, default=4,
       help="microbatches per step; each gets its own graphs in the pipeline order")
+    a("--order", choices=["1f1b", "layerwise"], default="1f1b",
+      help="1f1b: Megatron's one-forward-one-backward order of one pipeline rank, the layers as "
+           "one model chunk (default); layerwise: the first order of this repro, one chunk per "
+           "layer, every forward before every backward")
+    a("--pipeline-warmup", type=int, default=1, metavar="N",
+      help="1f1b: forwards before the first backward, as Megatron's warmup microbatches "
+           "(pipeline size - rank - 1, at most --num-microbatches); default 1")
     a("--iters", type=int, default=5, help="training steps after capture")
     a("--seed", type=int, default=1234)
     a("--dtype", choices=sorted(DTYPES), default="bf16")
@@ -48,7 +55,11 @@ def parser() -> argparse.ArgumentParser:
     a("--no-weak-ref", dest="weak_ref", action="store_false",
       help="keep strong static outputs (the workaround, at the cost of memory)")
     a("--impl", choices=["port", "te"], default="port",
-      help="port: this program's own port of TE's path; te: TE's make_graphed_callables")
+      help="port: this program's own port of TE's path; te: TE's make_graphed_callables, "
+           "called as Megatron does (TE 2.6 or later for weak references)")
+    a("--clone-grads", action="store_true",
+      help="port only: return copies of the graphs' static grads (this repro's old behaviour); "
+           "TE returns the static grads themselves")
     a("--emulate-prefix-as-tensor", action="store_true",
       help="FAULT INJECTION: make torch.as_tensor put __cuda_array_interface__ objects on the "
            "CPU when no device= is given, as before PyTorch PR #132595. Tests the detector; "
@@ -65,7 +76,12 @@ def emit(v: V.Verdict, info: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.clone_grads and args.impl == "te":
+        ap.error("--clone-grads is for --impl port: TE never copies its grads")
+    if args.pipeline_warmup < 0 or args.num_microbatches < 1 or args.num_layers < 1:
+        ap.error("--pipeline-warmup must be >= 0, --num-microbatches and --num-layers >= 1")
     info: dict[str, Any] = {
         "settings": vars(args).copy(), "fault_injection": bool(
             args.emulate_prefix_as_tensor or args.inject_unrelated_error),
@@ -77,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # every exception gets a verdict
         v = V.classify(exc)
         info["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+        _peak(info)
     info["wall_s"] = round(time.perf_counter() - start, 3)
     return emit(v, info)
 
@@ -93,8 +110,9 @@ def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
     if args.emulate_prefix_as_tensor:
         _emulate_prefix_as_tensor(torch)
 
-    from .graphs import make_graphed, pipeline_order
+    from .capture import capture
     from .model import Model
+    from .schedule import layerwise, microbatch_steps, one_f_one_b
 
     torch.manual_seed(args.seed)
     dtype = getattr(torch, DTYPES[args.dtype])
@@ -107,20 +125,23 @@ def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
                       args.num_attention_heads, args.num_query_groups, args.num_experts,
                       args.moe_router_topk, dense=full).to(dev, dtype)
     reference.load_state_dict(model.state_dict())
+    for m in (model, reference):
+        _main_grads(m)
 
     shape = (args.seq_length, args.micro_batch_size, args.hidden_size)
     mbs = args.num_microbatches
-    order = pipeline_order(args.num_layers, mbs)
+    if args.order == "1f1b":
+        order, per_chunk = one_f_one_b(mbs, args.pipeline_warmup), [args.num_layers]
+    else:
+        order, per_chunk = layerwise(args.num_layers, mbs), [1] * args.num_layers
+    steps = microbatch_steps(order)
     info["order"] = order
-    units = [layer if full else layer.attn for layer in model.layers]
     sample = torch.randn(shape, device=dev, dtype=dtype)
 
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    if args.impl == "te":
-        graphed = _te_graphed(units, sample, order, args.weak_ref, mbs)
-    else:
-        graphed = make_graphed(units, sample, order, weak_ref=args.weak_ref)
+    graphed = capture(args.impl, list(model.layers), sample, order, per_chunk,
+                      args.cuda_graph_scope, args.weak_ref, args.clone_grads)
     torch.cuda.synchronize()
     info["capture_s"] = round(time.perf_counter() - t0, 3)
 
@@ -133,13 +154,13 @@ def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss_g = _step(model, xs, ys, [[graphed[(i, m)] for i in range(args.num_layers)]
-                                       for m in range(mbs)], args.cuda_graph_scope)
+                                       for m in range(mbs)], args.cuda_graph_scope, steps)
         torch.cuda.synchronize()
         step_times.append(time.perf_counter() - t0)
         if args.inject_unrelated_error and step == 1:
             raise RuntimeError("injected unrelated error (--inject-unrelated-error): "
                                "a stand-in for a crash that has nothing to do with weak refs")
-        loss_e = _step(reference, xs, ys, None, args.cuda_graph_scope)
+        loss_e = _step(reference, xs, ys, None, args.cuda_graph_scope, steps)
         _compare(step, loss_g, loss_e, model, reference, rtol, atol)
         _sgd(model)
         _sgd(reference)
@@ -149,19 +170,51 @@ def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
             return V.cannot_test(f"memory grew by {(mem[-1] - mem[1]) / 2**20:.1f} MiB after "
                                  f"warm-up (step {step})")
     info.update(step_s=round(statistics.median(step_times), 4),
-                peak_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 3),
                 mem_per_step_mib=[round(m / 2**20, 1) for m in mem])
+    _peak(info)
     return V.works()
 
 
-def _step(model, xs, ys, graphed, scope):
+def _peak(info: dict[str, Any]) -> None:
+    """The peak GPU memory so far, also for a run that failed (if CUDA was reached)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            info["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    except Exception:  # noqa: BLE001 - a broken CUDA context has no figure to give
+        pass
+
+
+def _step(model, xs, ys, graphed, scope, steps):
+    """One training step: forwards and backwards of the microbatches in the order the graphs
+    were captured in (+1 the next forward, -1 the oldest backward)."""
     import torch
-    losses = [torch.nn.functional.mse_loss(model(x, graphed[m] if graphed else None, scope)
-                                           .float(), y.float())
-              for m, (x, y) in enumerate(zip(xs, ys))]
-    for loss in losses:  # backwards first-in first-out, as the capture order says
-        loss.backward()
-    return sum(loss.item() for loss in losses)
+    pending, total, nxt = [], 0.0, 0
+    for s in steps:
+        if s > 0:
+            out = model(xs[nxt], graphed[nxt] if graphed else None, scope)
+            pending.append(torch.nn.functional.mse_loss(out.float(), ys[nxt].float()))
+            nxt += 1
+        else:
+            loss = pending.pop(0)
+            loss.backward()
+            total += loss.item()
+    return total
+
+
+def _main_grads(model) -> None:
+    """Megatron's main-grad path: each parameter's grad is added into its own fp32 buffer as
+    soon as autograd makes it. A graph's static grad is then read before a later replay can
+    reuse its memory, never kept as `.grad`."""
+    import torch
+
+    def to_main_grad(p):
+        p.main_grad.add_(p.grad)
+        p.grad = None
+
+    for p in model.parameters():
+        p.main_grad = torch.zeros_like(p, dtype=torch.float32)
+        p.register_post_accumulate_grad_hook(to_main_grad)
 
 
 def _compare(step, loss_g, loss_e, model, reference, rtol, atol):
@@ -169,13 +222,8 @@ def _compare(step, loss_g, loss_e, model, reference, rtol, atol):
         raise AssertionError(f"graph replay differs from eager at step {step}: loss "
                              f"{loss_g:.6g} vs {loss_e:.6g}")
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-        if (p.grad is None) != (q.grad is None):
-            raise AssertionError(f"graph replay differs from eager at step {step}: gradient "
-                                 f"of {name} missing on one side")
-        if p.grad is None:
-            continue
-        diff = (p.grad.float() - q.grad.float()).abs().max().item()
-        scale = q.grad.float().abs().max().item()
+        diff = (p.main_grad - q.main_grad).abs().max().item()
+        scale = q.main_grad.abs().max().item()
         if diff > atol * max(scale, 1e-6) + rtol * scale or diff != diff:
             raise AssertionError(f"graph replay differs from eager at step {step}: gradient of "
                                  f"{name} off by {diff:.3g} (scale {scale:.3g})")
@@ -185,9 +233,8 @@ def _sgd(model, lr: float = 1e-3):
     import torch
     with torch.no_grad():
         for p in model.parameters():
-            if p.grad is not None:
-                p.add_(p.grad, alpha=-lr)
-                p.grad = None
+            p.add_(p.main_grad.to(p.dtype), alpha=-lr)
+            p.main_grad.zero_()
 
 
 def _emulate_prefix_as_tensor(torch) -> None:
@@ -199,27 +246,6 @@ def _emulate_prefix_as_tensor(torch) -> None:
         return original(data, *args, **kwargs)
 
     torch.as_tensor = as_tensor
-
-
-def _te_graphed(units, sample, order, weak_ref, mbs):
-    import inspect
-    try:
-        import transformer_engine
-        import transformer_engine.pytorch as te
-    except Exception as exc:  # noqa: BLE001
-        raise ImportError(f"--impl te needs Transformer Engine: {exc}") from exc
-    params = inspect.signature(te.make_graphed_callables).parameters
-    option = next((o for o in ("_reuse_graph_input_output_buffers", "io_memory_reduction")
-                   if o in params), None)
-    if option is None or "_order" not in params:
-        raise ImportError(f"Transformer Engine {transformer_engine.__version__} has no weak-ref "
-                          "option (_reuse_graph_input_output_buffers / io_memory_reduction) "
-                          "with _order")
-    samples = tuple((sample.clone().requires_grad_(True),) for _ in range(len(units) * mbs))
-    fns = te.make_graphed_callables(tuple(units), samples, _order=order,
-                                    **{option: weak_ref})
-    fns = fns if isinstance(fns, (list, tuple)) else (fns,)
-    return {(i, m): fns[i] for i in range(len(units)) for m in range(mbs)}
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +16,41 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def repro(*args):
+def repro(*args, standin: bool = False):
+    env = dict(os.environ)
+    if standin:      # TE cannot be installed here: its stand-in (tests/te_standin/README.md)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests" / "te_standin"),
+                                                          env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-m", "repro", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_default_works():
     code, out = repro()
     assert code == 0 and out["verdict"] == "works" and out["fault_injection"] is False
-    assert out["peak_mem_gib"] < 4
+    assert out["peak_mem_gib"] < 4 and out["wall_s"] <= 20
+    assert out["order"] == [1, 1, -1, 1, -1, 1, -1, -1]
+
+
+@pytest.mark.parametrize("args", [["--num-layers", "4", "--num-microbatches", "8",
+                                   "--pipeline-warmup", "3"], ["--order", "layerwise"]])
+def test_other_orders_work_and_fail_under_emulation(args):
+    assert repro(*args)[0] == 0
+    code, out = repro(*args, "--emulate-prefix-as-tensor")
+    assert code == 1 and out["signature"] == "data-pointer-mismatch"
+
+
+def test_te_called_as_megatron_does_works_and_fails_under_emulation():
+    code, out = repro("--impl", "te", standin=True)
+    assert code == 0 and out["settings"]["impl"] == "te"
+    code, out = repro("--impl", "te", "--emulate-prefix-as-tensor", standin=True)
+    assert code == 1 and out["signature"] == "data-pointer-mismatch"
+
+
+def test_without_te_the_te_impl_cannot_test():
+    code, out = repro("--impl", "te")
+    assert code == 125 and "needs Transformer Engine" in out["reason"]
 
 
 def test_emulated_prefix_as_tensor_is_the_data_pointer_failure():
