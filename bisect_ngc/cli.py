@@ -21,7 +21,7 @@ from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
 from .progress import make_events, say
-from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, command_line,
+from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask,
                        options_from, question_options, run_settings)
 from .report import write_report
 from .search import RepeatPolicy, expected_probes, expected_rounds

@@ -18,9 +18,12 @@ The keyword arguments, by TE version (found from the signature, not the version 
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .schedule import callable_index, check
+
+if TYPE_CHECKING:
+    import torch
 
 WARMUP_ITERS = 11           # Megatron's num_warmup_iters
 
@@ -48,7 +51,7 @@ def megatron_kwargs(accepted: set[str], order: list[int], per_chunk: list[int],
     return kwargs
 
 
-def capture(impl: str, layers: list, sample: "torch.Tensor", order: list[int],  # noqa: F821
+def capture(impl: str, layers: list, sample: torch.Tensor, order: list[int],
             per_chunk: list[int], scope: str, weak_ref: bool,
             clone_grads: bool = False) -> dict[tuple[int, int], Callable]:
     """Graph every layer for every microbatch; {(layer, microbatch): callable}."""

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.cli import main
 from bisect_ngc.search import ceil_log, expected_rounds
 from bisect_ngc.store import Store
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.cli import main
 from bisect_ngc.store import Store
 
 from benchmarks.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,

@@ -11,7 +11,6 @@ import shlex
 
 import pytest
 
-from bisect_ngc.cli import main
 from bisect_ngc.errors import UserError
 from bisect_ngc.recipes import pytorch_preset
 from bisect_ngc.releases import Catalog

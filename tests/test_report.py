@@ -20,8 +20,7 @@ from urllib.parse import urlparse
 import pytest
 from markdown_it import MarkdownIt
 
-from bisect_ngc.cli import main
-from bisect_ngc.report import github_slug, write_report
+from bisect_ngc.report import github_slug
 from bisect_ngc.store import SessionStatus, Store
 
 from benchmarks.repos import BUILD, TEST, make_repo

@@ -4,6 +4,7 @@ that makes TE's argument checks: TE cannot be installed here). The captures them
 run on the GPU: tests/test_repro_gpu.py."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def te(monkeypatch):
     import transformer_engine.pytorch as te
     monkeypatch.setattr(te, "MODE", "tags")
     te.CALLS.clear()
-    return te
+    yield te
+    for name in ("transformer_engine.pytorch", "transformer_engine"):   # no TE after this
+        sys.modules.pop(name, None)
 
 
 def layers(n: int, hidden: int = 16):
