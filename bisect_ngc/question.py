@@ -186,10 +186,9 @@ def open_range(opts: Options, old: Endpoint, new: Endpoint,
     history = open_history(opts)
     old_sha, new_sha = history.resolve(old.rev), history.resolve(new.rev)
     candidates = history.candidates(old_sha, new_sha)
-    if history.is_partial():
-        fetched = history.prefetch(old_sha, new_sha)
-        if fetched:
-            say(f"fetched the range's {fetched} missing objects at once (a blobless clone)")
+    fetched = history.prefetch(old_sha, new_sha)      # 0 unless a blobless clone lacks some
+    if fetched:
+        say(f"fetched the range's {fetched} missing objects at once (a blobless clone)")
     return Range(history, old_sha, new_sha, candidates, history.identity(new_sha),
                  labels(old, new))
 

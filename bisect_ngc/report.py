@@ -32,7 +32,6 @@ SYSTEM_DIRS = {"bin", "sbin", "usr", "etc", "opt", "lib", "lib64", "dev", "proc"
 ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])(?<![\w}]\")/([\w.+@-]+)(?:/[\w.+@-]+)*")
 
 
-
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """The compiled report template, kept across runs (compiling it costs ~0.1 s a run)."""
     try:
