@@ -126,6 +126,24 @@ def test_ambiguous_when_unbuildable_commits_hide_the_transition(tmp_path, run_cl
     assert code == 4 and res["candidates"] == shas[11:14], probe_trace(tmp_path / "st", res, shas)
 
 
+def test_a_kept_build_tree_never_stands_in_for_a_broken_commit(cext, tmp_path, run_cli):
+    """The stale build of issue 20: the kept build/ holds the last commit's extension,
+    dated ahead of the next checkout (a clock that runs ahead, or the same whole second
+    as Debian's setuptools reads it). The next commit does not compile: a skip, never
+    the last commit's extension passing for it."""
+    repo, shas = cext
+    ahead = CEXT_BUILD + ' && touch -d "@$(( $(date +%s) + 3600 ))" build/lib*/fastmod*.so'
+
+    def probe(commit: str):
+        return run_cli(["probe", "--repo", str(repo), "--commit", commit, "--backend", "docker",
+                        "--image", IMAGE, "--build", ahead, "--test", CEXT_TEST, "--state",
+                        str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache")])
+
+    assert probe(shas[8])[0] == 0
+    code, out, _ = probe(shas[9])
+    assert code == 125 and "build failed" in out, out
+
+
 def probe_trace(state: Path, res: dict, shas: list[str]) -> str:
     """Every probe of the session with its verdict, reason and log tails: what a failure
     on CI needs to be understood without rerunning it."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
+from ..build_trees import settle
 from ..errors import UserError
 from ..history import CheckoutError, Worktrees
 from ..search import RepeatPolicy, Verdict, runs_settled
@@ -197,6 +198,7 @@ class ThreadedRounds:
     def __init__(self) -> None:
         self._checkout_lock = threading.Lock()
         self._checkout_s: dict[str, float] = {}
+        self._tree_notes: dict[str, str] = {}
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         raise NotImplementedError
@@ -204,10 +206,25 @@ class ThreadedRounds:
     def cancel(self) -> None:
         raise NotImplementedError
 
+    def build_trees(self, slot: int) -> list[Path]:
+        """Build trees this backend keeps for a slot outside its worktree."""
+        return []
+
+    def _kept(self, req: ProbeRequest, clean: bool) -> list[Path]:
+        """What survives the checkout of the slot's worktree besides tracked files."""
+        wt = self.worktrees.path(req.slot)
+        if not (wt / ".git").exists():
+            return self.build_trees(req.slot)
+        inside = [wt / p.strip("/") for p in self.recipe.keep] if clean else [wt]
+        return inside + self.build_trees(req.slot)
+
     def _checkout(self, req: ProbeRequest, on_phase: PhaseCallback, *, clean: bool) -> Path:
         on_phase(req, "checkout")
         start = time.monotonic()
         r = self.recipe
+        note = settle(self._kept(req, clean))
+        if note:
+            self._tree_notes[req.commit] = note
         try:
             with self._checkout_lock:
                 return self.worktrees.checkout(req.slot, req.commit, clean=clean,
@@ -241,4 +258,7 @@ class ThreadedRounds:
         except Cancelled:
             return ProbeOutcome(Verdict.SKIP, "interrupted", transient=True)
         outcome.checkout_s = self._checkout_s.pop(req.commit, None)
+        note = self._tree_notes.pop(req.commit, None)
+        if note:
+            outcome.details = dict(outcome.details, kept_tree=note)
         return outcome

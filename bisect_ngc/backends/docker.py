@@ -185,6 +185,13 @@ class DockerBackend(ThreadedRounds):
         return image
 
     # --- one probe ---------------------------------------------------------------
+    def build_trees(self, slot: int) -> list[Path]:
+        """The slot's persistent build/ (the PyTorch recipe's), mounted into its builds."""
+        if not self.recipe.build_tree:
+            return []
+        return [self.cache_dir / "build-trees" /
+                f"{self.worktrees.root.name}-{self.image_digest[-12:]}" / f"slot-{slot}"]
+
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         self.session = req.session
         wt = self._checkout(req, on_phase, clean=True)
@@ -270,9 +277,7 @@ class DockerBackend(ThreadedRounds):
         if role == "build":
             mounts.append(Mount(ccache, str(ccache), read_only=False))
             env["CCACHE_DIR"] = str(ccache)
-            if r.build_tree:
-                tree = self.cache_dir / "build-trees" / \
-                    f"{self.worktrees.root.name}-{self.image_digest[-12:]}" / f"slot-{req.slot}"
+            for tree in self.build_trees(req.slot):
                 tree.mkdir(parents=True, exist_ok=True)
                 mounts.append(Mount(tree, str(wt / "build"), read_only=False))
             if os.getuid() != 0:
