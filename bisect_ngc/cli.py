@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from . import json_output
+from .json_output import json_option
 from . import __version__
 from .engine import Settings, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
@@ -57,7 +59,7 @@ def cli() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Probes per round, each in its own worktree; a round splits the range "
                    "into jobs+1 parts.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
+@json_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.option("--dry-run", is_flag=True,
               help="Print what the next round would run (with --backend slurm: its batch "
@@ -88,7 +90,7 @@ def bisect(ctx, jobs, as_json, quiet, dry_run, repeat, repeat_policy, **params):
                 _report(q.store, sid)
             raise UserError(f"interrupted; session {sid} is kept in {opts.state}",
                             hint="run the same command again to resume",
-                            code=EXIT_INTERRUPTED) from None
+                            code=EXIT_INTERRUPTED, session=sid) from None
         written = _report(q.store, bis.session.id)
         probes = q.store.probes(bis.session.id)
         titles = q.store.commits([s for s in (result.first_new, result.last_old) if s])
@@ -172,7 +174,7 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
 @question_options
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--brief", is_flag=True, help="Leave out the rendered build and test scripts.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
     """Dry run: candidates, expected probes and rounds, the recipe and where it would run.
     Builds nothing and starts no container. Exits 2 when the candidates cannot be listed
@@ -279,24 +281,37 @@ def _on_signal(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Installed, not inherited: a shell starts `bisect-ngc ... &` with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):   # a lost terminal cleans up like Ctrl-C
         signal.signal(sig, _on_signal)
+    json_output.reset()
     try:
         rv = cli.main(args=argv, prog_name="bisect-ngc", standalone_mode=False)
     except UserError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
-        return exc.code
+        return _fail(exc.code, exc.message, exc.hint, **exc.facts)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+        if not json_output.requested():
+            exc.show()
+            return exc.exit_code
+        return _fail(exc.exit_code, exc.format_message(),
+                     "see --help" if isinstance(exc, click.UsageError) else "")
     except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("error: interrupted", err=True)
-        return EXIT_INTERRUPTED
+        return _fail(EXIT_INTERRUPTED, "interrupted")
     return rv if isinstance(rv, int) else 0
+
+
+def _fail(code: int, message: str, hint: str = "", **facts: Any) -> int:
+    """One sentence and a hint on stderr; with --json also one object on stdout."""
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    if json_output.requested():
+        json_output.print_error("interrupted" if code == EXIT_INTERRUPTED else "error", code,
+                                message, hint, **facts)
+    return code
 
 
 def entry() -> None:

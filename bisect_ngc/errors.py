@@ -12,8 +12,10 @@ EXIT_INTERRUPTED = 130
 class UserError(Exception):
     """Bad input or a missing prerequisite: exit 2 with one sentence and a hint."""
 
-    def __init__(self, message: str, hint: str = "", code: int = EXIT_BAD_INPUT):
+    def __init__(self, message: str, hint: str = "", code: int = EXIT_BAD_INPUT,
+                 **facts: object):
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.code = code
+        self.facts = facts      # more for `--json` (the session an interruption kept)

@@ -241,9 +241,14 @@ def test_status_and_log(tmp_path, counter, run_cli):
 
 # --- killed, interrupted, and concurrent runs: real processes -----------------------------
 
-def spawn(args, env):
+def spawn(args, env, inherit_ignored_sigint=False):
+    """The CLI as a process; optionally started as `cmd &` in a script starts it, with
+    SIGINT ignored, which the CLI must undo."""
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherit_ignored_sigint \
+        else None
     return subprocess.Popen([sys.executable, "-m", "bisect_ngc", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore)
 
 
 def wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
@@ -257,19 +262,25 @@ SLOW_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; sleep 0.4; ' + TEST
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -9), (signal.SIGINT, 130),
-                                      (signal.SIGTERM, 130)])
-def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter, sig, code):
+@pytest.mark.parametrize("sig,code,ignored", [(signal.SIGKILL, -9, False),
+                                              (signal.SIGINT, 130, False),
+                                              (signal.SIGINT, 130, True),
+                                              (signal.SIGTERM, 130, False)])
+def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter, sig, code,
+                                                              ignored):
     shas = make_repo(tmp_path / "r", 200, 111)
     env = dict(os.environ)
     args = bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=SLOW_TEST)
-    proc = spawn(args, env)
+    proc = spawn(args, env, inherit_ignored_sigint=ignored)
     wait_for_lines(counter, 4)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code
     if sig != signal.SIGKILL:
         assert "interrupted" in err and "run the same command again to resume" in err
+        told = json.loads(out)
+        assert (told["status"], told["exit_code"]) == ("interrupted", 130)
+        assert told["hint"] == "run the same command again to resume" and told["session"]
     first = executions(counter)
     store = Store(tmp_path / "st")
     finished = {p.commit for p in store.probes(store.latest().id)}
@@ -316,3 +327,20 @@ def test_json_speaks_one_vocabulary(tmp_path, counter, run_cli):
     assert res["n_candidates"] == plan["n_candidates"] == status["n_candidates"] == 29
     assert isinstance(res["candidates"], list) and "candidates" not in plan | status
     assert res["probes"] == status["probes"] and res["runs"] == status["runs"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--old", "main", "--new", "main~5"], "is not an ancestor"),     # swapped endpoints
+    (["--old", "main~5", "--new", "main", "--jobs", "0"], "--jobs"),   # a usage error
+    (["--old", "nosuchrev", "--new", "main"], "nosuchrev"),
+])
+def test_json_is_one_object_on_bad_input_too(tmp_path, run_cli, extra, needle):
+    make_repo(tmp_path / "r", 8, 4)
+    code, out, err = run_cli(["bisect", "--repo", tmp_path / "r", "--test", "true", "--state",
+                              tmp_path / "st", "--json", *extra])
+    told = json.loads(out)
+    assert code == 2 and told["status"] == "error" and told["exit_code"] == 2
+    assert needle in told["message"] and told["hint"] and needle in err
+    code, out, err = run_cli(["bisect", "--repo", tmp_path / "r", "--test", "true", "--state",
+                              tmp_path / "st", *extra])
+    assert code == 2 and out == "" and needle in err

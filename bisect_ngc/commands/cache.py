@@ -8,6 +8,7 @@ import click
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
+from ..json_output import json_option
 from ..question import cache_option, default_cache
 
 
@@ -18,7 +19,7 @@ def cache():
 
 @cache.command("ls")
 @cache_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def cache_ls(cache_dir, as_json):
     """List the stored builds: key, commit, image, age, size."""
     store = ArtifactStore(default_cache(cache_dir) / "artifacts")

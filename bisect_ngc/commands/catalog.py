@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..json_output import json_option
 from ..errors import UserError
 from ..history import History
 from ..progress import say
@@ -20,7 +21,7 @@ from ..releases import containing as releases_containing
                    "repository: --torch-repo).")
 @click.option("--torch-repo", default=UPSTREAM, show_default=True)
 @cache_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def releases(containing, torch_repo, cache_dir, as_json):
     """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
 
@@ -73,7 +74,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
 @click.argument("release", required=False)
 @click.option("--image", default=None, help="Read the facts live from this image (needs Docker).")
 @cache_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def resolve(release, image, cache_dir, as_json):
     """Print one release's facts, or read them live from an image.
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..json_output import json_option
 from ..engine import tally
 from ..question import default_state, state_option
 from ..report import write_report
@@ -36,7 +37,7 @@ def report(state, session, output):
 @click.command()
 @state_option
 @click.option("--session", default=None, help="Session id or prefix (default: all).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def status(state, session, as_json):
     """Show the sessions in a state directory and where each stands."""
     store = Store(default_state(state), readonly=True)
@@ -64,7 +65,7 @@ def status(state, session, as_json):
 @click.command()
 @state_option
 @click.option("--session", default=None, help="Session id or prefix (default: the latest).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def log(state, session, as_json):
     """Show the probe history of a session, in order."""
     store = Store(default_state(state), readonly=True)

@@ -1,0 +1,37 @@
+"""`--json`: one option for every command that takes it, and the one JSON value a run
+prints when it ends in an error or an interruption instead of a result."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+_requested = {"json": False}
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    _requested["json"] = _requested["json"] or bool(value)
+    return value
+
+
+# Eager: known before any other option is checked, so a usage error can be told in JSON.
+json_option = click.option("--json", "as_json", is_flag=True, is_eager=True,
+                           callback=_remember, expose_value=True,
+                           help="Print exactly one JSON value on stdout, also on errors.")
+
+
+def reset() -> None:
+    _requested["json"] = False
+
+
+def requested() -> bool:
+    return _requested["json"]
+
+
+def print_error(status: str, exit_code: int, message: str, hint: str = "",
+                **extra: Any) -> None:
+    value = {"status": status, "exit_code": exit_code, "message": message}
+    if hint:
+        value["hint"] = hint
+    click.echo(json.dumps(dict(value, **extra)))
