@@ -2,7 +2,6 @@
 how a question is wired live in question.py."""
 from __future__ import annotations
 
-import json
 import shlex
 import signal
 import sys
@@ -13,9 +12,9 @@ from typing import Any
 import click
 
 from . import json_output
-from .json_output import json_option
+from .json_output import emit, json_option
 from . import __version__
-from .engine import Settings, tally
+from .engine import DEFAULT_MAX_SKIPS, Settings, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      UserError)
 from .commands.cache import cache
@@ -59,13 +58,18 @@ def cli() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Probes per round, each in its own worktree; a round splits the range "
                    "into jobs+1 parts.")
+@click.option("--max-skips", type=click.IntRange(0), default=DEFAULT_MAX_SKIPS,
+              show_default=True,
+              help="Stop as ambiguous once more than this many commits between the "
+                   "endpoints could not be tested, naming the stretch and the commonest "
+                   "reason (0: never stop early).")
 @json_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.option("--dry-run", is_flag=True,
               help="Print what the next round would run (with --backend slurm: its batch "
                    "scripts) and stop; submits and builds nothing.")
 @click.pass_context
-def bisect(ctx, jobs, as_json, quiet, dry_run, repeat, repeat_policy, **params):
+def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy, **params):
     """Bisect between two revisions or releases on the first-parent path.
 
     Both endpoints are tested first. Killed or interrupted, the same command resumes
@@ -74,6 +78,7 @@ def bisect(ctx, jobs, as_json, quiet, dry_run, repeat, repeat_policy, **params):
     """
     opts = options_from(params)
     settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
+    settings.max_skips = max_skips or None
     with StateLock(opts.state):
         q = ask(opts, say)
         for note in opts.notes:
@@ -100,7 +105,7 @@ def bisect(ctx, jobs, as_json, quiet, dry_run, repeat, repeat_policy, **params):
                    first_new_pr=first["pr"] if first else None,
                    report=str(written.markdown) if written else None)
     if as_json:
-        click.echo(json.dumps(summary))
+        emit(summary)
     else:
         _print_summary(summary, titles, settings.probe_argv)
         if written:
@@ -158,9 +163,11 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
             if sha:
                 click.echo("  " + shlex.join(probe_argv + ["--commit", sha]))
     elif status == "ambiguous":
+        cands = summary["candidates"]
         click.echo(f"Ambiguous: {summary['explanation']}. The first new-behaviour commit is "
-                   "one of:")
-        for sha in summary["candidates"]:
+                   "one of" + (":" if len(cands) <= 20 else
+                               f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
+        for sha in cands if len(cands) <= 20 else ():
             click.echo(f"  {sha}")
         click.echo(tally_line)
     else:
@@ -199,7 +206,7 @@ def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
         for side, sha in (("old", q.span.old), ("new", q.span.new)):
             out["endpoints"][side].update(commit=sha, title=titles[sha].title)
     if as_json:
-        click.echo(json.dumps(out))
+        emit(out)
     else:
         _print_plan(out, brief)
     if q.span is None:

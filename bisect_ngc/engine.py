@@ -14,7 +14,7 @@ from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .history import History
 from .recipes import Recipe
 from .search import (RepeatPolicy, Result, Round, Verdict, next_in_subset, next_step,
-                     open_interval)
+                     open_interval, skip_limit)
 from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
                     SessionStatus, Store, digest)
 
@@ -53,12 +53,18 @@ class Events:
     def close(self) -> None: ...
 
 
+# Past this many untestable commits a bisection stops and says so: a person would rather
+# hear early that the test does not run there than wait for every commit of the stretch.
+DEFAULT_MAX_SKIPS = 32
+
+
 @dataclass
 class Settings:
     jobs: int = 1
     repeat: int = 1
     policy: RepeatPolicy = RepeatPolicy.ANY
     retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
+    max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
     probe_argv: list[str] = field(default_factory=list)
 
 
@@ -111,6 +117,11 @@ class Bisection:
     def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         """The cheapest tier that can still narrow the range, and its round; else builds."""
         n = len(self.span.candidates)
+        tier, step = self._plan(n, verdicts)
+        stop = skip_limit(n, verdicts, self.settings.max_skips)
+        return (None, stop) if isinstance(step, Round) and stop is not None else (tier, step)
+
+    def _plan(self, n: int, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         for tier in self.tiers:
             step = next_in_subset(n, verdicts, tier.sources, self.settings.jobs)
             if step is not None:
@@ -251,6 +262,18 @@ class Bisection:
             runs=[v.value for v in out.runs], cached=False, started=started, ended=time.time(),
             logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=details)
 
+    def _skip_summary(self, found: Result) -> str:
+        """Where the untestable commits lie and why they were skipped, most often."""
+        cands = self.span.candidates
+        skipped = {p.commit: p.reason for p in self.store.probes(self.session.id)
+                   if p.verdict is Verdict.SKIP}
+        reason, count = _most_common(list(skipped.values()))
+        first, last = found.skipped[0], found.skipped[-1]
+        return (f"; untestable: {len(found.skipped)} of the commits {cands[first][:12]} "
+                f"(#{first}) .. {cands[last][:12]} (#{last}), most often because "
+                f"\"{reason}\" ({count} of {len(skipped)}); check the test at one of them with "
+                f"`bisect-ngc probe --commit {cands[first][:12]}`, or raise --max-skips")
+
     def result(self, found: Result) -> SessionResult:
         cands = self.span.candidates
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
@@ -266,6 +289,8 @@ class Bisection:
                     seen.append(f"{p.details['source']}: {p.verdict.value}")
             if seen:
                 explanation += f" ({'; '.join(seen)}; nothing was built)"
+        if found.stopped_early:
+            explanation += self._skip_summary(found)
         first = sha(found.first_new)
         return SessionResult(
             status=found.status.value, first_new=first, last_old=sha(found.last_old),
@@ -275,6 +300,13 @@ class Bisection:
             skipped=[cands[i] for i in found.skipped], explanation=explanation,
             n_candidates=len(cands) - 1, endpoint_reasons=reasons,
             ships=self.ships(first) if first else [])
+
+
+def _most_common(reasons: list[str]) -> tuple[str, int]:
+    counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    return max(counts.items(), key=lambda kv: kv[1]) if counts else ("", 0)
 
 
 def tally(probes: list[ProbeRecord]) -> dict[str, int]:

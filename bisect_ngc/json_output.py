@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-_requested = {"json": False}
+_requested = {"json": False, "printed": False}
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -22,7 +22,13 @@ json_option = click.option("--json", "as_json", is_flag=True, is_eager=True,
 
 
 def reset() -> None:
-    _requested["json"] = False
+    _requested.update(json=False, printed=False)
+
+
+def emit(value: Any) -> None:
+    """Print the run's one JSON value."""
+    click.echo(json.dumps(value))
+    _requested["printed"] = True
 
 
 def requested() -> bool:
@@ -31,7 +37,11 @@ def requested() -> bool:
 
 def print_error(status: str, exit_code: int, message: str, hint: str = "",
                 **extra: Any) -> None:
+    """The error as the run's JSON value, unless the command printed its own already
+    (`plan` prints what it knows, then exits 2)."""
+    if _requested["printed"]:
+        return
     value = {"status": status, "exit_code": exit_code, "message": message}
     if hint:
         value["hint"] = hint
-    click.echo(json.dumps(dict(value, **extra)))
+    emit(dict(value, **extra))

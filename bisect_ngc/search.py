@@ -53,6 +53,7 @@ class Result:
     old_outcome: Verdict | None = None
     new_outcome: Verdict | None = None
     skipped: tuple[int, ...] = field(default=())
+    stopped_early: bool = False       # by skip_limit, before the search was done
 
 
 def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1,
@@ -114,6 +115,25 @@ def next_in_subset(n: int, verdicts: Mapping[int, Verdict], subset: Collection[i
     return Round(tuple(coarse[k] for k in step.indices)) if isinstance(step, Round) else None
 
 
+def skip_limit(n: int, verdicts: Mapping[int, Verdict], max_skips: int | None) -> Result | None:
+    """AMBIGUOUS once more than `max_skips` commits between the endpoints were untestable
+    and the search is not done: a test that cannot run across a stretch is better told
+    early than after probing every commit of it. None: go on."""
+    if not max_skips:
+        return None
+    skipped = tuple(sorted(i for i, v in verdicts.items() if v is Verdict.SKIP and 0 < i < n - 1))
+    old, new = verdicts.get(0), verdicts.get(n - 1)
+    if len(skipped) <= max_skips or old is None or new is None or old is new or \
+            Verdict.SKIP in (old, new):
+        return None
+    lo, hi = open_interval(n, verdicts)
+    return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
+                  explanation=f"stopped after {len(skipped)} untestable commits (more than "
+                              f"--max-skips {max_skips}); the first new-behaviour commit is "
+                              f"one of the {hi - lo} after the last old-behaviour one",
+                  old_outcome=old, new_outcome=new, skipped=skipped, stopped_early=True)
+
+
 def open_interval(n: int, verdicts: Mapping[int, Verdict]) -> tuple[int, int]:
     """The last old-behaviour index before the first new-behaviour one, and that one;
     (0, n-1) until both endpoints behave differently."""
@@ -173,9 +193,10 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
     ideal point. Untestable commits come in stretches (a broken submodule, a bad merge), so
     near a stretch of L skipped commits the next ones are likely skipped too: each
     candidate is scored by the expected bits it leaves to find, with a skip chance that
-    decays over max(L, 2) commits from the stretch. A lone skip moves the probe a few
-    commits away; a long stretch is jumped over instead of walked through. A cheap index
-    adds its cost (a build is 1.0) to those bits, each bit costing BIT_COST builds.
+    decays over L/2 commits from the stretch. The probe keeps to the middle half of the
+    untested commits while a likely testable one is there, so that what it finds still
+    halves what is left; a long stretch is jumped over instead of walked through. A cheap
+    index adds its cost (a build is 1.0) to those bits, each bit costing BIT_COST builds.
     """
     ideal = min(max(ideal, lo + 1), hi - 1)
     left, right = max(left, lo), min(right, hi)
@@ -184,35 +205,67 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
     nearest = _nearest_untested(ideal, lo, hi, verdicts, taken)
     if not local and not cheap_here:
         return nearest
-    starts = [a for a, _ in local]
-    cands = set(cheap_here)
-    if nearest is not None:
-        cands.add(nearest)
+    cands = set(cheap_here) | ({nearest} if nearest is not None else set())
+    band = _middle_half(left, right, verdicts, taken) if local else None
     if local:
         cands.update(range(left + 1, right, max(1, (right - left) // 128)))
         cands.add(ideal)
+        cands.update(band[2] if band else ())
     for a, b in local:
         step = 1
         while step <= right - left:
             cands.update((a - step, b + step))
             step *= 2
+    scored = [(x, _skip_chance(x, local)) for x in cands
+              if left < x < right and x not in verdicts and x not in taken]
+    # Between two skips with nothing tested in between, a commit is likely skipped too.
+    middle = [(x, q) for x, q in scored if band and band[0] <= x <= band[1] and q < 0.5
+              and not local[0][0] < x < local[-1][1]]
     span = right - left
     miss_cost = 1 + math.log2(span)
-    best: tuple[float, int] | None = None
-    for x in cands:
-        if not left < x < right or x in verdicts or x in taken:
-            continue
-        k = bisect.bisect_right(starts, x)
-        q = 0.0
-        for a, b in local[max(0, k - 1):k + 1]:
-            dist = a - x if x < a else x - b
-            q = max(q, math.exp(-(dist - 1) / max(b - a + 1, 2)))
+    best: tuple[float, int, int] | None = None
+    for x, q in middle or scored:
         split = ((x - left) * math.log2(x - left) + (right - x) * math.log2(right - x)) / span
         score = (cheap.get(x, 1.0) + BIT_COST * (q * miss_cost + (1 - q) * split),
                  abs(x - ideal), x)
         if best is None or score < best:
             best = score
     return nearest if best is None else best[2]
+
+
+def _skip_chance(x: int, runs: list[tuple[int, int]]) -> float:
+    """How likely x is untestable, from the nearest stretches of skips around it."""
+    k = bisect.bisect_right([a for a, _ in runs], x)
+    q = 0.0
+    for a, b in runs[max(0, k - 1):k + 1]:
+        dist = a - x if x < a else x - b
+        q = max(q, math.exp(-2 * (dist - 1) / (b - a + 1)))
+    return q
+
+
+def _middle_half(left: int, right: int, verdicts: Mapping[int, Verdict], taken: set[int]
+                 ) -> tuple[int, int, list[int]] | None:
+    """The untested commits of (left, right) ranked in order: the indices of the first and
+    last of the middle half, and of its quartiles. A probe keeps to them while it can, so
+    that whatever it finds halves what is left to test; walking in from the edge of a
+    stretch of skips one commit at a time would cost a probe per commit."""
+    known = sorted(i for i in set(verdicts) | taken if left < i < right)
+    total = right - left - 1 - len(known)
+    if total < 4:
+        return None
+    ranks = (total // 4, total // 2, total - 1 - total // 4)
+    at: list[int] = []
+    for r in ranks:
+        x = left + 1 + r
+        k = 0
+        while True:           # the r-th untested index: move past the known ones before it
+            moved = bisect.bisect_right(known, x) - k
+            if moved == 0:
+                break
+            k += moved
+            x += moved
+        at.append(x)
+    return at[0], at[2], at
 
 
 def _nearest_untested(ideal: int, lo: int, hi: int, verdicts: Mapping[int, Verdict],
@@ -276,5 +329,5 @@ def ceil_log(x: int, base: int) -> int:
 
 
 __all__ = ["Verdict", "Status", "RepeatPolicy", "Round", "Result", "next_step", "next_in_subset",
-           "open_interval",
+           "open_interval", "skip_limit",
            "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bisect_ngc.search import (Round, RepeatPolicy, Result, Status, Verdict, ceil_log,
                                combine_runs, expected_probes, expected_rounds, next_step,
-                               next_in_subset, runs_settled)
+                               next_in_subset, runs_settled, skip_limit)
 
 
 def simulate(n, t, skips, jobs=1, old=Verdict.PASS):
@@ -111,7 +111,8 @@ def test_long_unbuildable_stretch_is_jumped_not_walked():
     stretch = set(range(40, 70))
     result, probes, _ = simulate(101, 80, stretch)
     assert result.first_new == 80
-    assert probes <= ceil_log(101, 2) + 2 + 4
+    # Walking it would cost 30 probes; jumping costs a few skipped ones.
+    assert probes <= ceil_log(101, 2) + 2 + 5
 
 
 def test_fix_search_is_the_same_search():
@@ -277,3 +278,60 @@ def test_cheap_neighbours_replace_builds_at_the_end():
     result, builds, cheap = simulate_cheap(n, t, set(), 1, near)
     assert result == plain
     assert cheap > 0 and builds < plain_probes
+
+
+@st.composite
+def one_stretch(draw, max_n=5000):
+    """A history with one stretch of L untestable commits, the change often next to it
+    (the commit that broke the build is often the one that changed the behaviour)."""
+    n = draw(st.integers(4, max_n))
+    length = draw(st.integers(1, min(16, n - 2)))
+    start = draw(st.integers(1, n - 1 - length))
+    t = draw(st.one_of(st.sampled_from([start, start + length, min(start + length // 2, n - 1)]),
+                       st.integers(1, n - 1)))
+    return n, t, set(range(start, start + length))
+
+
+@settings(max_examples=400, deadline=None)
+@given(one_stretch())
+def test_a_skip_stretch_costs_its_length_and_no_more_than_two_extra_tests(h):
+    """Where a skip lands, the next probe still halves what is left: the commits it tests
+    are at most those of a skip-free search plus two, and the skipped ones at most the
+    stretch's length (git bisect's count when its skip choice is not lucky)."""
+    n, t, skips = h
+    verdicts: dict[int, Verdict] = {}
+    while not isinstance(step := next_step(n, verdicts), Result):
+        for i in step.indices:
+            verdicts[i] = Verdict.SKIP if i in skips else Verdict.FAIL if i >= t else Verdict.PASS
+    tested = sum(1 for i, v in verdicts.items() if v is not Verdict.SKIP and 0 < i < n - 1)
+    skipped = sum(1 for v in verdicts.values() if v is Verdict.SKIP)
+    assert tested <= ceil_log(n - 1, 2) + 2
+    assert skipped <= len(skips)
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(max_n=3000), st.integers(1, 8), st.integers(1, 4))
+def test_the_skip_limit_stops_only_an_unfinished_search_and_keeps_the_answer_inside(h, limit,
+                                                                                    jobs):
+    n, t, skips = h
+    verdicts: dict[int, Verdict] = {}
+    while True:
+        step = next_step(n, verdicts, jobs)
+        stop = skip_limit(n, verdicts, limit)
+        if isinstance(step, Result):
+            break
+        if stop is not None:
+            assert stop.status is Status.AMBIGUOUS and stop.stopped_early
+            assert len(stop.skipped) > limit and t in stop.candidates
+            assert stop.candidates == tuple(range(stop.last_old + 1, stop.candidates[-1] + 1))
+            return
+        for i in step.indices:
+            verdicts[i] = Verdict.SKIP if i in skips else Verdict.FAIL if i >= t else Verdict.PASS
+    assert sum(1 for i, v in verdicts.items() if v is Verdict.SKIP and 0 < i < n - 1) <= \
+        limit + jobs
+
+
+def test_no_skip_limit_never_stops():
+    verdicts = {0: Verdict.PASS, 99: Verdict.FAIL, **{i: Verdict.SKIP for i in range(1, 60)}}
+    assert skip_limit(100, verdicts, None) is None and skip_limit(100, verdicts, 0) is None
+    assert skip_limit(100, verdicts, 58).skipped == tuple(range(1, 60))

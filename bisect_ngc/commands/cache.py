@@ -1,14 +1,13 @@
 """`cache ls` and `cache prune`: the built artifacts."""
 from __future__ import annotations
 
-import json
 import time
 
 import click
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
-from ..json_output import json_option
+from ..json_output import emit, json_option
 from ..question import cache_option, default_cache
 
 
@@ -27,7 +26,7 @@ def cache_ls(cache_dir, as_json):
              "created": a.meta.get("created"), "build_s": a.meta.get("build_s"),
              "bytes": a.size} for a in store.entries()]
     if as_json:
-        click.echo(json.dumps(rows))
+        emit(rows)
         return 0
     if not rows:
         click.echo(f"no artifacts in {store.root}")

@@ -1,12 +1,11 @@
 """`releases` and `resolve`: the NGC release catalog."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from ..json_output import json_option
+from ..json_output import emit, json_option
 from ..errors import UserError
 from ..history import History
 from ..progress import say
@@ -43,7 +42,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
             row["contains"] = shipped[rel.name]
         rows.append(row)
     if as_json:
-        click.echo(json.dumps(rows))
+        emit(rows)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -96,7 +95,7 @@ def resolve(release, image, cache_dir, as_json):
         rel = catalog.get(release)
     row = dict(rel.as_dict(), same_commit_as=catalog.same_commit(rel))
     if as_json:
-        click.echo(json.dumps(row))
+        emit(row)
         return 0
     width = max(len(k) for k in row)
     for key, value in row.items():

@@ -1,13 +1,12 @@
 """`status`, `log` and `report`: reading a state directory (opened read-only)."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import click
 
-from ..json_output import json_option
+from ..json_output import emit, json_option
 from ..engine import tally
 from ..question import default_state, state_option
 from ..report import write_report
@@ -49,7 +48,7 @@ def status(state, session, as_json):
                      "updated": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.updated)),
                      "labels": rec.params.labels})
     if as_json:
-        click.echo(json.dumps(rows))
+        emit(rows)
         return 0
     if not rows:
         click.echo(f"no sessions in {store.root}")
@@ -72,12 +71,12 @@ def log(state, session, as_json):
     rec = store.find(session)
     probes = store.probes(rec.id)
     if as_json:
-        click.echo(json.dumps([{
+        emit([{
             "round": p.round, "index": p.idx, "commit": p.commit, "verdict": p.verdict.value,
             "reason": p.reason, "exit_code": p.exit_code, "build_s": p.build_s,
             "test_s": p.test_s, "checkout_s": p.details.get("checkout_s"), "cached": p.cached,
             "runs": p.runs, "logs": p.logs, "tier": p.details.get("tier", "build"),
-            "source": p.details.get("source")} for p in probes]))
+            "source": p.details.get("source")} for p in probes])
         return 0
     n = len(rec.candidates)
     click.echo(f"session {rec.id} ({rec.status.value}), {n - 1} candidates")
