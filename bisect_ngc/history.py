@@ -67,14 +67,15 @@ def parse_pr(message: str) -> int | None:
 class History:
     """A repository opened (or cloned once into the cache) for bisecting."""
 
-    def __init__(self, repo: git.Repo, origin: str):
+    def __init__(self, repo: git.Repo, origin: str, owned: bool = False):
         self.repo = repo
         self.origin = redact_url(origin)     # for display and reports: never credentials
+        self.owned = owned                   # a mirror in the cache, not the user's clone
 
     @classmethod
     def open(cls, spec: str, cache_dir: Path, *, blobless: bool = True) -> "History":
         if is_url(spec):
-            return cls(_clone_once(spec, cache_dir, blobless), spec)
+            return cls(_clone_once(spec, cache_dir, blobless), spec, owned=True)
         path = Path(spec).expanduser()
         if not path.exists():
             raise UserError(f"repository '{spec}' does not exist",
@@ -87,6 +88,11 @@ class History:
                             hint="give the top of a git checkout (--repo, or --torch-repo in "
                                  "release mode)") from None
         return cls(repo, str(path.resolve()))
+
+    @staticmethod
+    def at_hand(spec: str, cache_dir: Path) -> bool:
+        """Whether open() needs no network: a local path, or a URL cloned into the cache."""
+        return not is_url(spec) or (mirror_path(cache_dir / "repos", spec) / "HEAD").exists()
 
     @property
     def git_dir(self) -> Path:
@@ -299,15 +305,50 @@ def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
 
 
 class Worktrees:
-    """One worktree per probe slot, reused across probes."""
+    """One worktree per probe slot, reused across probes.
+
+    They are registered in a repository the tool owns, never in the user's own clone (which
+    would list them in `git worktree list`, and keep them as stale entries once the state
+    is deleted): a mirror in the cache, or for a local clone a bare `home.git` under `root`
+    that borrows the clone's objects (alternates) and is deleted with the worktrees."""
 
     def __init__(self, history: History, root: Path, submodules: "SubmoduleCache | None" = None):
         self.history = history
         self.root = root
         self.submodules = submodules     # a shared object cache; None: `git submodule update`
+        self._home: git.Repo | None = None
 
     def path(self, slot: int | str) -> Path:
         return self.root / f"slot-{slot}"
+
+    @property
+    def home(self) -> git.Repo:
+        if self._home is None:
+            self._home = self.history.repo if self.history.owned else self._borrowing_home()
+        return self._home
+
+    def git_dirs(self) -> list[Path]:
+        """The git directories a worktree's git needs besides its own admin directory."""
+        home = Path(self.home.common_dir).resolve()
+        return list(dict.fromkeys([home, self.history.common_dir]))
+
+    def _borrowing_home(self) -> git.Repo:
+        home = self.root / "home.git"
+        if not (home / "HEAD").exists():
+            with locked(home):
+                if not (home / "HEAD").exists():
+                    partial = home.with_name(home.name + ".partial")
+                    shutil.rmtree(partial, ignore_errors=True)
+                    repo = git.Repo.init(partial, bare=True)
+                    (partial / "objects" / "info" / "alternates").write_text(
+                        f"{self.history.common_dir / 'objects'}\n")
+                    user = self.history.repo
+                    # Relative submodule URLs resolve against the first remote, as in the clone.
+                    url = user.remotes[0].url if user.remotes else \
+                        str(self.history.common_dir.parent)
+                    repo.git.remote("add", "origin", url)
+                    partial.rename(home)
+        return git.Repo(home)
 
     @staticmethod
     def admin_dir(wt: Path) -> Path | None:
@@ -320,31 +361,47 @@ class Worktrees:
         return path.resolve()
 
     def _shared(self) -> AbstractContextManager[None]:
-        """Worktree bookkeeping is the repository's, which other runs may share."""
-        return locked(self.history.common_dir / "bisect-ngc-worktrees")
+        """Worktree bookkeeping is the home's, which other runs may share (a cache mirror)."""
+        return locked(Path(self.home.common_dir) / "bisect-ngc-worktrees")
 
     def remove(self, slot: int | str) -> None:
         wt = self.path(slot)
         if wt.exists():
             with self._shared():
                 try:
-                    self.history.repo.git.worktree("remove", "--force", str(wt))
+                    self.home.git.worktree("remove", "--force", str(wt))
                 except git.GitCommandError:
                     shutil.rmtree(wt, ignore_errors=True)
-                    self.history.repo.git.worktree("prune")
+                    self.home.git.worktree("prune")
+
+    def _registered_here(self, wt: Path) -> bool:
+        admin = self.admin_dir(wt)
+        return admin is not None and (admin / "gitdir").is_file() and \
+            admin.parent.parent == Path(self.home.common_dir).resolve()
+
+    def _unregister_elsewhere(self, wt: Path) -> None:
+        """Drop the entry an older version made for `wt` in the user's clone."""
+        admin = self.admin_dir(wt)
+        try:
+            mine = admin is not None and \
+                Path((admin / "gitdir").read_text().strip()).resolve() == (wt / ".git").resolve()
+        except OSError:
+            return
+        if mine:
+            shutil.rmtree(admin, ignore_errors=True)
 
     def checkout(self, slot: int | str, sha: str, *, clean: bool = True,
                  keep: tuple[str, ...] = (), submodules: bool = True) -> Path:
         """Put slot's worktree at sha, removing untracked files except the `keep` paths
         (a build tree, say); raises CheckoutError for per-commit failures."""
         wt = self.path(slot)
-        repo = self.history.repo
-        if not (wt / ".git").exists():
+        if not self._registered_here(wt):       # new, or made by an older version in the clone
+            self._unregister_elsewhere(wt)
             shutil.rmtree(wt, ignore_errors=True)
             wt.parent.mkdir(parents=True, exist_ok=True)
             with self._shared():
-                repo.git.worktree("prune")
-                repo.git.worktree("add", "--detach", "--force", str(wt), sha)
+                self.home.git.worktree("prune")
+                self.home.git.worktree("add", "--detach", "--force", str(wt), sha)
         tree = git.Repo(wt)
         try:
             tree.git.checkout("--detach", "--force", sha)

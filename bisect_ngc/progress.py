@@ -34,7 +34,7 @@ class Tracker(Events):
 
     def session(self, record: SessionRecord, resumed: int) -> None:
         self.candidates = record.candidates
-        self.n = self.left = len(record.candidates)
+        self.n = self.left = len(record.candidates) - 1    # after the old endpoint, as plan says
 
     def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
               tier: str = "build") -> None:

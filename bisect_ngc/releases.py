@@ -96,6 +96,14 @@ class Catalog:
                 return rel
         return None
 
+    def naming(self, sha: str) -> list[Release]:
+        """The releases whose PyTorch commit is `sha` (either may be a prefix of 7+ digits)."""
+        sha = sha.lower()
+        if not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+            return []
+        return [r for r in self.all() if len(r.torch_commit) >= 7 and
+                (r.torch_commit.startswith(sha) or sha.startswith(r.torch_commit))]
+
     def same_commit(self, rel: Release) -> list[str]:
         """Other releases that ship the same PyTorch commit."""
         if not rel.torch_commit:

@@ -44,6 +44,7 @@ _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates")
                           undefined=jinja2.StrictUndefined, trim_blocks=True,
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,
                           bytecode_cache=_bytecode_cache())
+_env.filters["duration"] = lambda v: f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s" if v < 100 else f"{v:.0f} s"
 _env.filters["text"] = lambda v: html.escape(str("" if v is None else v), quote=False)
 _env.filters["cell"] = lambda v: html.escape(str("" if v is None else v), quote=False) \
     .replace("|", "\\|").replace("\n", " ")
@@ -218,9 +219,10 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "builds_done": sum(1 for p in performed if p.build_s is not None
                            and not p.details.get("build_reused")),
         "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
-        "checkout_total": sum(p.details.get("checkout_s") or 0 for p in performed),
+        "phase_totals": {"checkout": sum(p.details.get("checkout_s") or 0 for p in performed),
+                         "build": sum(p.build_s or 0 for p in performed),
+                         "test": sum(p.test_s or 0 for p in performed)},
         "wall": _wall(probes), "per_probe": per_probe, "serial_steps": serial_steps,
-        "serial_time": serial_steps * per_probe,
         "reproduce": [params.probe_argv + ["--commit", c["sha"]] +
                       (["--no-overlay"] if c["sha"] in overlaid else [])
                       for c in (first, last) if c] if params.probe_argv and first else [],

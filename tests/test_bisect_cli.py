@@ -95,7 +95,7 @@ def test_parallel_rounds_stay_within_bound(tmp_path, counter, run_cli, jobs):
     assert code == 0 and res["first_new"] == shas[321]
     assert res["rounds"] <= expected_rounds(n, jobs) <= ceil_log(n, jobs + 1) + 1
     worktrees = list((tmp_path / "st" / "worktrees").iterdir())[0]
-    assert len(list(worktrees.iterdir())) == jobs
+    assert len(list(worktrees.glob("slot-*"))) == jobs
 
 
 def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, run_cli):
@@ -344,3 +344,11 @@ def test_json_is_one_object_on_bad_input_too(tmp_path, run_cli, extra, needle):
     code, out, err = run_cli(["bisect", "--repo", tmp_path / "r", "--test", "true", "--state",
                               tmp_path / "st", *extra])
     assert code == 2 and out == "" and needle in err
+
+
+def test_the_live_log_counts_candidates_as_plan_does(tmp_path, counter):
+    make_repo(tmp_path / "r", 30, 12)
+    args = [a for a in bisect_args(tmp_path / "r", tmp_path / "st") if a != "--quiet"]
+    done = subprocess.run([sys.executable, "-m", "bisect_ngc", *args], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "starting; 29 candidates" in done.stderr, done.stderr

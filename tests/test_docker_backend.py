@@ -165,14 +165,19 @@ def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
     args = [sys.executable, "-m", "bisect_ngc", "bisect", "--repo", str(repo), "--old",
             "main~29", "--new", "main", "--backend", "docker", "--image", IMAGE, "--test", slow,
             "--state", str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    from bisect_ngc.store import digest
+    mine = f"bisect-ngc.state={digest(str((tmp_path / 'st').resolve()))[:12]}"
+
+    def my_tests() -> list:       # this test's containers only, never another run's
+        return [c for c in containers(mine) if c.labels.get("bisect-ngc.role") == "test"]
+
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 60
-        while not containers("bisect-ngc.role=test") or \
-                not any(c.status == "running" for c in containers("bisect-ngc.role=test")):
+        while not any(c.status == "running" for c in my_tests()):
             assert time.monotonic() < end, "no test container started"
             time.sleep(0.2)
-        sessions = {c.labels["bisect-ngc.session"] for c in containers("bisect-ngc.role=test")}
+        sessions = {c.labels["bisect-ngc.session"] for c in my_tests()}
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

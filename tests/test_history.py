@@ -132,6 +132,28 @@ def test_worktrees_are_reused_per_slot(repo, tmp_path):
     assert c != a and (c / "version.txt").read_text() == "2\n"
 
 
+def test_worktrees_stay_out_of_the_users_clone(tmp_path):
+    """Issue 20: the tool's worktrees never show in the user's `git worktree list`, and
+    deleting the state leaves nothing stale there; slots an older version registered in
+    the clone move out at their next checkout."""
+    user = tmp_path / "r"
+    shas = make_repo(user, 10, 5)
+    git = lambda *a: subprocess.run(["git", *a], cwd=user, capture_output=True, text=True,  # noqa
+                                    check=True).stdout
+    before = sorted(p.name for p in (user / ".git").iterdir())
+    old_slot = tmp_path / "st" / "wt" / "slot-1"
+    git("worktree", "add", "--detach", str(old_slot), shas[2])      # as before the fix
+    wts = Worktrees(History.open(str(user), tmp_path / "cache"), tmp_path / "st" / "wt")
+    for slot, i in ((0, 3), (1, 7), (0, 8)):
+        assert (wts.checkout(slot, shas[i]) / "version.txt").read_text() == f"{i}\n"
+    subprocess.run(["git", "-C", str(wts.path(0)), "status", "--short"], check=True)
+    git("worktree", "prune")          # the old registration's directory is now the tool's
+    assert git("worktree", "list", "--porcelain").count("worktree ") == 1
+    assert sorted(p.name for p in (user / ".git").iterdir()) == before
+    shutil.rmtree(tmp_path / "st")
+    assert git("worktree", "prune", "--dry-run", "--verbose") == ""
+
+
 def test_submodules_are_initialised_and_failures_are_checkout_errors(tmp_path, monkeypatch):
     for k, v in {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
                  "GIT_CONFIG_VALUE_0": "always"}.items():

@@ -90,3 +90,11 @@ def test_only_question_and_the_registry_name_concrete_backends():
                 "bisect_ngc.backends.slurm"}
     users = {n for n, deps in everything.items() if deps & concrete} - concrete
     assert users <= {"bisect_ngc.backends", "bisect_ngc.commands.catalog"}, users
+
+
+def test_the_license_is_an_spdx_string():
+    """A TOML table for project.license is deprecated (pip warns at every install)."""
+    import tomllib
+    meta = tomllib.loads((PKG.parent / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "Apache-2.0"
+    assert any(r.startswith("setuptools>=77") for r in meta["build-system"]["requires"])

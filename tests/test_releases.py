@@ -143,6 +143,28 @@ def test_containing_tells_which_release_first_ships_a_commit(fake_torch, run_cli
     assert code == 2 and "not in" in err
 
 
+def test_containing_a_commit_the_catalog_names_needs_no_clone(fake_torch, tmp_path, run_cli):
+    _, shas = fake_torch
+    nowhere = "https://nowhere.invalid/pytorch.git"      # cloning it would fail at once
+    code, out, err = run_cli(["releases", "--containing", shas[100][:10], "--torch-repo",
+                              nowhere, "--cache-dir", tmp_path / "c", "--json"])
+    assert code == 0, err
+    rows = {r["name"]: r["contains"] for r in json.loads(out)}
+    assert rows == {"90.01": "unknown", "90.02": "unknown", "90.03": "yes", "90.04": "yes"}
+    code, out, _ = run_cli(["releases", "--containing", shas[100], "--torch-repo", nowhere,
+                            "--cache-dir", tmp_path / "c"])
+    assert code == 0 and "shipped in NGC 90.03, 90.04" in out and "earlier release" in out
+    code, _, err = run_cli(["releases", "--containing", shas[70], "--torch-repo", nowhere,
+                            "--cache-dir", tmp_path / "c"])
+    assert code == 2 and "could not clone" in err       # not in the catalog: the repo decides
+
+
+def test_the_commit_column_has_one_width(fake_torch, run_cli):
+    code, out, _ = run_cli(["releases"])
+    cells = [line.split("│")[3].strip() for line in out.splitlines() if line.startswith("│ 90.")]
+    assert code == 0 and len(cells) == 4 and len({len(c) for c in cells}) == 1, cells
+
+
 def test_from_and_to_accept_commits_and_need_a_base_image(fake_torch, tmp_path, run_cli):
     repo, shas = fake_torch
     code, _, err = run_cli(["plan", "--from", shas[5], "--to", "90.03", "--torch-repo",

@@ -266,8 +266,23 @@ def test_checkout_time_is_recorded_and_counted(tmp_path, run_cli):
     assert code == 0 and rows and all(r["checkout_s"] and r["checkout_s"] > 0 for r in rows)
     md = Path(res["report"]).read_text()
     total = sum(r["checkout_s"] for r in rows)
-    assert f"of which checkouts {total:.1f} s" in md
+    shown = f"{total * 1000:.0f} ms" if total < 1 else f"{total:.2f} s"
+    assert f"summed over the probes, which overlap when several run at once: checkouts {shown}" \
+        in md
+    # No number shown as 0.0 next to its own product: the serial estimate multiplies what
+    # it shows.
+    serial = re.search(r"about (\d+) probes × (\d+) ms = (\d+) ms", md)
+    assert serial is None or abs(int(serial[1]) * int(serial[2]) - int(serial[3])) <= int(serial[1])
     median = sorted(r["checkout_s"] + (r["build_s"] or 0) + (r["test_s"] or 0)
                     for r in rows)[len(rows) // 2]
     assert "median probe (checkout + build + test)" in md and median > 0
     assert "the links are relative to this report" in md
+
+
+def test_the_question_is_one_list_without_blank_lines(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 12, 5)
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
+    md = Path(json.loads(out)["report"]).read_text()
+    question = md.split("## The question")[1].split("- Test:")[0]
+    items = question[question.index("- Repository"):].rstrip("\n")
+    assert "\n\n" not in items, items

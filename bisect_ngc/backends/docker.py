@@ -251,10 +251,10 @@ class DockerBackend(ThreadedRounds):
     def _mounts(self, req: ProbeRequest, wt: Path, artifacts: Path, artifacts_rw: bool
                 ) -> list[Mount]:
         """The worktree, and git's directories so that git works inside: the repository's
-        common directory read-only, this worktree's own part of it read-write."""
-        common = self.worktrees.history.common_dir
+        common directories read-only, this worktree's own part of them read-write."""
         admin = self.worktrees.admin_dir(wt)
-        mounts = [Mount(wt, str(wt), read_only=False), Mount(common, str(common))]
+        mounts = [Mount(wt, str(wt), read_only=False),
+                  *(Mount(d, str(d)) for d in self.worktrees.git_dirs())]
         subs = self.worktrees.submodules
         if subs is not None and subs.root.exists():    # the objects submodules borrow
             mounts.append(Mount(subs.root, str(subs.root)))

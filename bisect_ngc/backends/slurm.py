@@ -256,7 +256,6 @@ class SlurmBackend:
     def _mounts(self, tasks: list[dict[str, Any]]) -> list[Mount]:
         """What every task of the round mounts; each task adds its worktree's own admin
         directory (tasks' `admin_mount`), read-write inside the read-only git directory."""
-        common = self.worktrees.history.common_dir
         for t in tasks:
             admin = self.worktrees.admin_dir(Path(t["worktree"]))
             mount = Mount(admin, str(admin), read_only=False) if admin else None
@@ -264,7 +263,7 @@ class SlurmBackend:
                 _env.filters["enroot_mount" if self.s.runtime == "enroot" else "mount"](mount)
         return [Mount(self.s.shared_dir, str(self.s.shared_dir), read_only=False),
                 Mount(self.worktrees.root, str(self.worktrees.root), read_only=False),
-                Mount(common, str(common)), *self.mounts]
+                *(Mount(d, str(d)) for d in self.worktrees.git_dirs()), *self.mounts]
 
     # --- one round --------------------------------------------------------------------
     def prepare_tasks(self, requests: Sequence[ProbeRequest]

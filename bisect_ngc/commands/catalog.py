@@ -5,9 +5,9 @@ import sys
 
 import click
 
-from ..json_output import emit, json_option
 from ..errors import UserError
 from ..history import History
+from ..json_output import emit, json_option
 from ..progress import say
 from ..question import cache_option, default_cache
 from ..releases import UPSTREAM, Catalog
@@ -31,7 +31,11 @@ def releases(containing, torch_repo, cache_dir, as_json):
     catalog = Catalog.load(cache)
     rows = []
     shipped: dict[str, str] = {}
-    if containing:
+    named = catalog.naming(containing) if containing else []
+    from_catalog = bool(named) and not History.at_hand(torch_repo, cache)
+    if from_catalog:     # no clone for what the catalog itself says
+        shipped = {rel.name: "yes" if rel in named else "unknown" for rel in catalog.all()}
+    elif containing:
         history = History.open(torch_repo, cache)
         sha = history.resolve(containing)
         shipped = {r["release"]: r["contains"] for r in releases_containing(history, sha, catalog)}
@@ -51,18 +55,24 @@ def releases(containing, torch_repo, cache_dir, as_json):
     for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
             (["contains"] if containing else []):
         table.add_column(col)
+    # One width for the column: some releases are known by a short prefix only.
+    width = min([len(r["torch_commit"]) for r in rows if r["torch_commit"]] + [12])
     for row in rows:
         note = f"same commit as {', '.join(row['same_commit_as'])}" if row["same_commit_as"] \
             else ""
         cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
-                 row["torch_commit"][:12] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
+                 row["torch_commit"][:width] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
                  f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
                  row["python"] or "?", note]
         if containing:
             cells.append(row["contains"])
         table.add_row(*cells)
     Console(width=None if sys.stdout.isatty() else 140).print(table)
-    if containing:
+    if from_catalog:
+        click.echo(f"shipped in NGC {', '.join(r.name for r in named)}, whose PyTorch commit "
+                   f"the catalog names; whether an earlier release has it needs the PyTorch "
+                   f"repository (clone it once with --torch-repo, or give a local path)")
+    elif containing:
         first = next((r["name"] for r in rows if r["contains"] == "yes"), None)
         click.echo(f"first shipped in NGC {first}" if first else
                    "not shipped in any release of the catalog")
