@@ -16,7 +16,7 @@ from .json_output import emit, json_option
 from . import __version__
 from .engine import DEFAULT_MAX_SKIPS, Settings, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
-                     UserError)
+                     EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
@@ -29,7 +29,8 @@ from .search import RepeatPolicy, expected_probes, expected_rounds
 from .store import StateLock, Store
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
-               "invalid-endpoints": EXIT_INVALID_ENDPOINTS}
+               "invalid-endpoints": EXIT_INVALID_ENDPOINTS,
+               "not-in-commits": EXIT_NOT_IN_COMMITS}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -169,6 +170,9 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
                                f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
         for sha in cands if len(cands) <= 20 else ():
             click.echo(f"  {sha}")
+        click.echo(tally_line)
+    elif status == "not-in-commits":
+        click.echo(f"Not in these commits: {summary['explanation']}.")
         click.echo(tally_line)
     else:
         click.echo(f"Invalid endpoints: {summary['explanation']}.")

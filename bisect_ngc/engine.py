@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .history import History
 from .recipes import Recipe
-from .search import (RepeatPolicy, Result, Round, Verdict, next_in_subset, next_step,
-                     open_interval, skip_limit)
+from .search import (RepeatPolicy, Result, Round, Status, Verdict, next_in_subset,
+                     next_step, open_interval, skip_limit)
 from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
                     SessionStatus, Store, digest)
 
@@ -92,6 +92,10 @@ class Bisection:
         }
         self.key = digest(self.identity)[:10]
         self.session: SessionRecord | None = None
+        # The evidence rule: an image's verdict and a build's are compared only after the
+        # image's own commit was probed in the build environment too.
+        self.image_verdicts: dict[int, Verdict] = {}
+        self.wheel_verdicts: dict[int, Verdict] = {}
 
     def open_session(self) -> tuple[SessionRecord, bool]:
         """Resume the unfinished session for this exact question, or start a new one."""
@@ -118,6 +122,10 @@ class Bisection:
         """The cheapest tier that can still narrow the range, and its round; else builds."""
         n = len(self.span.candidates)
         tier, step = self._plan(n, verdicts)
+        if tier is None:
+            checked = self._same_environment(n, verdicts)
+            if checked is not None:
+                return None, checked
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         return (None, stop) if isinstance(step, Round) and stop is not None else (tier, step)
 
@@ -130,6 +138,51 @@ class Bisection:
         if self.overlays is not None and 0 in verdicts and n - 1 in verdicts:
             cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
         return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
+
+    def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
+        """A verdict for the search; where an image decided a commit, the search keeps the
+        image's verdict and a build's is kept aside for _same_environment."""
+        i = rec.idx
+        if rec.details.get("tier") == "image":
+            self.image_verdicts[i] = verdicts[i] = rec.verdict
+            return
+        self.wheel_verdicts[i] = rec.verdict
+        verdicts[i] = self.image_verdicts.get(i, rec.verdict)
+
+    def _same_environment(self, n: int, verdicts: dict[int, Verdict]) -> Round | Result | None:
+        """Before builds take over from images: probe the interval's ends that only an
+        image decided in the build environment; stop if it disagrees with the image."""
+        old, new = verdicts.get(0), verdicts.get(n - 1)
+        if not self.image_verdicts or old is None or new is None or old is new or \
+                Verdict.SKIP in (old, new):
+            return None
+        lo, hi = open_interval(n, verdicts)
+        ends = [i for i in (lo, hi) if i in self.image_verdicts]
+        for i in ends:
+            built = self.wheel_verdicts.get(i)
+            if built is not None and built is not self.image_verdicts[i]:
+                return self._not_in_commits(i, built, lo, hi, old, new)
+        need = tuple(i for i in ends if i not in self.wheel_verdicts)
+        return Round(need) if need else None
+
+    def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
+                        new: Verdict) -> Result:
+        labels = {j: s.label for t in self.tiers for j, s in t.sources.items()}
+        name = lambda j: labels.get(j, self.span.candidates[j][:12])   # noqa: E731
+        base = self.recipe.image or "this host"
+        if built is Verdict.SKIP:
+            return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
+                          explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
+                                      f"PyTorch at its commit could not be tested in {base}, so "
+                                      f"no build can be compared with it",
+                          old_outcome=old, new_outcome=new)
+        return Result(Status.NOT_IN_COMMITS, last_old=lo,
+                      explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
+                                  f"PyTorch at its commit ({self.span.candidates[i][:12]}) built "
+                                  f"in {base} behaves {built.value}: the difference is not in "
+                                  f"PyTorch's commits between {name(lo)} and {name(hi)}; another "
+                                  f"part of the container (or NVIDIA's build of PyTorch) made it",
+                      old_outcome=old, new_outcome=new)
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
                 ) -> tuple[Source | None, ProbeRecord | None]:
@@ -151,7 +204,9 @@ class Bisection:
         self.events.session(self.session, len(done) if resumed else -1)
         self._remember([self.span.old, self.span.new])
         self.store.set_status(sid, SessionStatus.RUNNING)
-        verdicts = {p.idx: p.verdict for p in done}
+        verdicts: dict[int, Verdict] = {}
+        for p in done:
+            self._note(p, verdicts)
         rnd = max((p.round for p in done), default=0)
         try:
             while True:
@@ -193,7 +248,7 @@ class Bisection:
                 hit.started = hit.ended = time.time()
                 self.store.add_probe(sid, hit)
                 self._remember([commit])
-                verdicts[i] = hit.verdict
+                self._note(hit, verdicts)
                 self.events.probe(hit)
                 continue
             requests.append(self.request(sid, i, len(requests), source))
@@ -208,7 +263,7 @@ class Bisection:
             self._remember([req.commit])
             if outcome.cacheable:
                 self.store.cache_put(self.cache_key(req.commit, req.source), rec)
-            verdicts[req.index] = rec.verdict
+            self._note(rec, verdicts)
             self.events.probe(rec)
 
     def request(self, sid: str, index: int, slot: int,

@@ -40,6 +40,8 @@ Exit codes:
   2    bad input (unknown release or revision, no Docker engine, state in use, ...)
   3    invalid endpoints (both behave the same, or one cannot be tested)
   4    ambiguous (untestable commits hide the transition; candidates listed)
+  5    not in these commits: the images differ, but builds of their commits in one
+       base image do not (another part of the container made the difference)
   130  interrupted; the state is kept and the same command resumes
 """
 

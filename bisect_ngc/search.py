@@ -29,6 +29,7 @@ class Status(str, Enum):
     FOUND = "found"
     AMBIGUOUS = "ambiguous"
     INVALID_ENDPOINTS = "invalid-endpoints"
+    NOT_IN_COMMITS = "not-in-commits"   # the images differ, builds of their commits do not
 
 
 class RepeatPolicy(str, Enum):

@@ -113,6 +113,7 @@ class SessionStatus(str, Enum):
     FOUND = "found"
     AMBIGUOUS = "ambiguous"
     INVALID_ENDPOINTS = "invalid-endpoints"
+    NOT_IN_COMMITS = "not-in-commits"
 
     @property
     def finished(self) -> bool:

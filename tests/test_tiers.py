@@ -69,9 +69,13 @@ def test_the_image_tier_picks_the_adjacent_releases_with_no_build(releases, tmp_
     assert {"NGC 90.01", "NGC 90.03", "NGC 90.04", "NGC 90.05"} <= \
         {p.details["source"] for p in images}
     assert all(p.build_s is None for p in images)
-    assert builds and {p.idx for p in builds} <= set(range(51, 80))   # between the two
-    assert len(builds) <= math.ceil(math.log2(30))
+    # The build environment first reproduces the two releases' verdicts at their own
+    # commits (the evidence rule), then builds bisect between them.
+    assert {50, 80} <= {p.idx for p in builds} <= set(range(50, 81))   # 90.03 .. 90.04
+    assert len(builds) <= math.ceil(math.log2(30)) + 2
     assert res["prebuilt"] == len(images)
+    answer = {p.idx: p for p in probes if p.details["tier"] != "image"}
+    assert answer[59].verdict.value == "pass" and answer[60].verdict.value == "fail"
 
 
 def test_releases_that_behave_alike_stop_before_any_build(releases, tmp_path, run_cli):
@@ -206,3 +210,45 @@ def test_index_pages_are_parsed_leniently():
         ("2024-09-01", "https://h/simple/t/w/t-2.6.0.dev20240901+cu126-cp310-cp310-"
                        "linux_x86_64.whl")]
     assert parse_index("\x00\x01 not html at all", "https://h/", None) == []
+
+
+# --- the evidence rule (issue 21): images differ outside PyTorch ------------------------
+
+MARKED_TEST = 'test ! -e /etc/ngc-marker && test "$(cat behaviour)" = old'
+
+
+@pytest.fixture
+def marked_release(tmp_path, monkeypatch):
+    """Two releases whose PyTorch commits behave alike; the newer image carries a file
+    outside PyTorch that makes the test fail, as another component of an image would."""
+    shas = make_repo(tmp_path / "pytorch", 60, 59)      # every commit in range: old
+    rows = [("90.01", shas[10]), ("90.02", shas[40])]
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(tmp_path, rows)))
+    client = docker_client()
+    client.images.get(IMAGE).tag("nvcr.io/nvidia/pytorch:90.01-py3")
+    box = client.containers.create(IMAGE, ["/bin/sh", "-c", "touch /etc/ngc-marker"])
+    try:
+        box.start()
+        box.wait()
+        box.commit(repository="nvcr.io/nvidia/pytorch", tag="90.02-py3")
+    finally:
+        box.remove(force=True)
+    yield tmp_path / "pytorch", shas
+    for name in ("90.01", "90.02"):
+        client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3", force=True)
+
+
+def test_images_that_differ_outside_pytorch_name_no_commit(marked_release, tmp_path, run_cli):
+    repo, shas = marked_release
+    args = release_args(repo, tmp_path, "90.01", "90.02")
+    args[args.index("--test") + 1] = MARKED_TEST
+    code, out, err = run_cli(args)
+    res = json.loads(out)
+    assert code == 5 and res["status"] == "not-in-commits", (code, res, err)
+    assert res["first_new"] is None
+    assert "NGC 90.02 behaves fail, but PyTorch at its commit" in res["explanation"]
+    probes = Store(tmp_path / "st").probes(res["session"])
+    built = [p for p in probes if p.details["tier"] != "image"]
+    assert {p.commit for p in built} <= {shas[10], shas[40]} and len(built) <= 2
+    md = Path(res["report"]).read_text()
+    assert "Not in these commits" in md and "introduced by" not in md
