@@ -18,6 +18,7 @@ from .engine import DEFAULT_MAX_SKIPS, Settings, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
+from .commands.components import components
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
@@ -283,7 +284,7 @@ def probe(commit, repeat, repeat_policy, **params):
     return {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
 
 
-for command in (status, log, report, slurm, releases, resolve, cache):
+for command in (status, log, report, slurm, releases, resolve, cache, components):
     cli.add_command(command)
 
 

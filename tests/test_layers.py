@@ -69,6 +69,12 @@ def test_the_overlay_rule_is_pure():
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click", "zipfile"}
 
 
+def test_the_attribution_search_is_pure():
+    used = imports(MODULES["bisect_ngc.attribution"], top_level_only=False)
+    assert not {m for m in used if m.startswith("bisect_ngc")}
+    assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}
+
+
 def test_backends_know_only_their_interface():
     everything = graph(top_level_only=False)
     backends = {n for n in MODULES if n.startswith("bisect_ngc.backends.")} - \
@@ -89,7 +95,8 @@ def test_only_question_and_the_registry_name_concrete_backends():
     concrete = {"bisect_ngc.backends.local", "bisect_ngc.backends.docker",
                 "bisect_ngc.backends.slurm"}
     users = {n for n, deps in everything.items() if deps & concrete} - concrete
-    assert users <= {"bisect_ngc.backends", "bisect_ngc.commands.catalog"}, users
+    assert users <= {"bisect_ngc.backends", "bisect_ngc.commands.catalog",
+                     "bisect_ngc.commands.components"}, users
 
 
 def test_the_license_is_an_spdx_string():

@@ -1,0 +1,119 @@
+"""`components`: which part of the container made the difference (Docker)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ..components import Attributor
+from ..errors import EXIT_INVALID_ENDPOINTS, UserError
+from ..json_output import emit, json_option
+from ..progress import say
+from ..question import cache_option, default_cache
+from ..releases import IMAGE_RE, RELEASE_RE, Catalog
+
+EXIT_NOT_ATTRIBUTED = 4
+
+
+class DockerContainers:
+    """The Containers protocol on the Docker engine, through the docker SDK."""
+
+    def __init__(self) -> None:
+        from ..backends.docker import LABEL, connect
+        self.client, self.label = connect(), LABEL
+
+    def _image(self, image: str):
+        from docker.errors import ImageNotFound
+        try:
+            return self.client.images.get(image)
+        except ImageNotFound:
+            raise UserError(f"image {image} is not on this Docker engine",
+                            hint=f"docker pull {image}") from None
+
+    def digest(self, image: str) -> str:
+        return self._image(image).id
+
+    def config_env(self, image: str) -> list[str]:
+        return self._image(image).attrs.get("Config", {}).get("Env") or []
+
+    def _container(self, image: str, argv: list[str], env: dict[str, str],
+                   mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
+        kwargs = {"user": f"{os.getuid()}:{os.getgid()}"} if os.getuid() else {}
+        box = self.client.containers.create(
+            image, argv, environment=env, labels={f"{self.label}.role": "swap"},
+            volumes=[f"{host}:{inside}:{'ro' if ro else 'rw'}" for host, inside, ro in mounts],
+            **kwargs)
+        try:
+            box.start()
+            code = box.wait().get("StatusCode")
+            return code, box.logs(stdout=True, stderr=False).decode(errors="replace")
+        finally:
+            box.remove(force=True)
+
+    def python_json(self, image: str, script: str, args: list[str],
+                    mounts: list[tuple[Path, str, bool]]) -> str:
+        code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
+        if code != 0:
+            raise UserError(f"could not read the components of {image} (python3 exited {code})",
+                            hint="the image needs python3; is it a PyTorch image?")
+        return out.strip().splitlines()[-1] if out.strip() else "{}"
+
+    def run(self, image: str, command: str, env: dict[str, str],
+            mounts: list[tuple[Path, str, bool]]) -> int | None:
+        return self._container(image, ["/bin/sh", "-c", command], env, mounts)[0]
+
+
+def _image(catalog: Catalog, spec: str) -> str:
+    if RELEASE_RE.match(spec):
+        return catalog.get(spec).image
+    if not IMAGE_RE.match(spec):
+        raise UserError(f"'{spec}' is neither a release nor an image",
+                        hint="use a release like 24.09 or an image like "
+                             "nvcr.io/nvidia/pytorch:24.09-py3")
+    return spec
+
+
+@click.command()
+@click.option("--from", "from_", required=True, metavar="A",
+              help="The image (or catalog release) with the old behaviour.")
+@click.option("--to", required=True, metavar="B", help="The image (or release) with the new one.")
+@click.option("--test", required=True,
+              help="Shell command run in each container; its exit code is the verdict "
+                   "(0 pass, 125 cannot test, else fail).")
+@cache_option
+@json_option
+def components(from_, to, test, cache_dir, as_json):
+    """Which part of the container makes image B behave unlike image A.
+
+    Inventories both images (Python distributions with their files, shared libraries in
+    the CUDA and system library directories, environment variables), then runs A with
+    sets of B's differing components put in place (swap probes), narrowing them by delta
+    debugging to a 1-minimal set, confirmed by the reverse swap (B with A's). A swap that
+    cannot run is a skip. Every swap is kept: the same command resumes.
+    """
+    cache = default_cache(cache_dir)
+    catalog = Catalog.load(cache)
+    images = [_image(catalog, spec) for spec in (from_, to)]
+    result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
+                        say).run()
+    answer = result["attribution"]
+    if as_json:
+        emit(dict(result, attribution=dict(status=answer.status, culprits=list(answer.culprits),
+                                           explanation=answer.explanation)))
+    else:
+        click.echo(f"{len(result['components'])} component(s) differ; as they are, A gives "
+                   f"{result['outcomes']['a']} and B {result['outcomes']['b']}.")
+        culprits = set(answer.culprits)
+        cannot = result.get("unswappable", {})
+        for c in result["components"]:
+            mark = "  <- culprit" if c["unit"] in culprits else \
+                "  (no swap: it is not in B)" if c["unit"] in cannot else ""
+            click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
+        click.echo(f"{answer.status}: {answer.explanation}.")
+        if any(u.startswith("py:torch") for u in culprits):
+            click.echo(f"next, PyTorch's commits between them: bisect-ngc bisect --from {from_} "
+                       f"--to {to}")
+    if answer.status == "invalid-endpoints":
+        return EXIT_INVALID_ENDPOINTS
+    return 0 if answer.status == "found" else EXIT_NOT_ATTRIBUTED

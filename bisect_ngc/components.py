@@ -1,0 +1,326 @@
+"""What an image is made of, what differs between two images, and swap probes.
+
+An image's inventory, read once per image digest by running a small script in it:
+- Python distributions (name, version, their files from RECORD or installed-files, and a
+  digest of that record), first on sys.path first, as import finds them; NGC's
+  `/usr/local/lib/python3.X/dist-packages` and `/usr/lib/python3/dist-packages` included;
+- shared libraries in NGC's library directories (`/usr/local/cuda*/lib64`,
+  `/usr/lib/x86_64-linux-gnu`, `/usr/local/lib`), grouped by name (libnccl, libcudnn...)
+  with the file they resolve to and its size;
+- the image's environment variables (from its configuration).
+
+Each unit that differs is a component: `py:NAME`, `lib:NAME` or `env:NAME`. A swap puts
+a set of one image's components into a container of the other: the files are extracted
+once per image digest into the cache, linked into a directory per swap and put ahead of
+the image's own on PYTHONPATH and LD_LIBRARY_PATH; the variables are set (or unset).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from .attribution import Attribution, Side, Swap, next_swaps
+
+INVENTORY_SCRIPT = r'''
+import glob, hashlib, json, os, re, sys
+from importlib import metadata
+out = {"python": "%d.%d" % sys.version_info[:2], "dists": {}, "libs": {}}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"] or ""
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if not key or key in out["dists"]:
+        continue
+    record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
+    base = str(dist.locate_file(""))
+    files = [str(f) for f in (dist.files or [])]
+    out["dists"][key] = {"name": name, "version": dist.version, "base": base,
+                         "files": files, "digest": hashlib.sha256(record.encode()).hexdigest()}
+dirs = sorted(glob.glob("/usr/local/cuda*/lib64")) + ["/usr/lib/x86_64-linux-gnu",
+                                                       "/usr/local/lib"]
+for d in dirs:
+    for path in sorted(glob.glob(os.path.join(d, "lib*.so*"))):
+        stem = os.path.basename(path).split(".so")[0]
+        if stem in out["libs"] and out["libs"][stem]["dir"] != d:
+            continue
+        real = os.path.realpath(path)
+        lib = out["libs"].setdefault(stem, {"dir": d, "files": [], "real": "", "size": 0})
+        lib["files"].append(os.path.basename(path))
+        if os.path.isfile(real) and os.path.getsize(real) >= lib["size"]:
+            lib["real"], lib["size"] = os.path.basename(real), os.path.getsize(real)
+print(json.dumps(out))
+'''
+
+# Copies the named units' files into /extract/UNIT/..., keeping paths below their base.
+EXTRACT_SCRIPT = r'''
+import json, os, shutil, sys
+units = json.loads(sys.argv[1])
+for unit, (base, files) in units.items():
+    dest = os.path.join("/extract", unit)
+    for rel in files:
+        src = os.path.normpath(os.path.join(base, rel))
+        if not os.path.isfile(src) and not os.path.islink(src):
+            continue
+        target = os.path.normpath(os.path.join(dest, rel))
+        if not target.startswith(dest + os.sep):
+            continue          # a RECORD path outside its base (../../bin/x): not importable
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(src, target, follow_symlinks=True)
+    os.makedirs(dest, exist_ok=True)
+'''
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SKIP_ENV = {"HOSTNAME", "HOME", "PATH", "PWD", "SHLVL", "TERM", "_"}
+
+
+@dataclass(frozen=True)
+class Component:
+    unit: str                 # py:NAME | lib:NAME | env:NAME
+    in_a: str | None          # its version (or value) in image A; None: absent
+    in_b: str | None
+
+    @property
+    def kind(self) -> str:
+        return self.unit.split(":", 1)[0]
+
+
+def env_of(config_env: list[str] | None) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in config_env or [] if "=" in item)
+    return {k: v for k, v in pairs if k not in _SKIP_ENV}
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> list[Component]:
+    """The components that differ between two inventories, sorted by unit."""
+    found: list[Component] = []
+
+    def version(entry: dict[str, Any] | None, kind: str) -> str | None:
+        if entry is None:
+            return None
+        return entry["version"] if kind == "dists" else entry["real"] or "?"
+
+    for kind, prefix in (("dists", "py"), ("libs", "lib")):
+        for key in sorted(set(a[kind]) | set(b[kind])):
+            ea, eb = a[kind].get(key), b[kind].get(key)
+            same = ea is not None and eb is not None and (
+                ea["digest"] == eb["digest"] if kind == "dists"
+                else (ea["real"], ea["size"]) == (eb["real"], eb["size"]))
+            if not same:
+                found.append(Component(f"{prefix}:{key}", version(ea, kind), version(eb, kind)))
+    for key in sorted(set(a["env"]) | set(b["env"])):
+        if a["env"].get(key) != b["env"].get(key) and _ENV_NAME.match(key):
+            found.append(Component(f"env:{key}", a["env"].get(key), b["env"].get(key)))
+    return found
+
+
+def extraction_plan(inventory: dict[str, Any], units: list[str]) -> dict[str, tuple[str, list]]:
+    """unit -> (base directory, files below it) for the py and lib units an image has."""
+    plan: dict[str, tuple[str, list]] = {}
+    for unit in units:
+        kind, _, key = unit.partition(":")
+        if kind == "py" and key in inventory["dists"]:
+            d = inventory["dists"][key]
+            plan[safe(unit)] = (d["base"], d["files"])
+        elif kind == "lib" and key in inventory["libs"]:
+            lib = inventory["libs"][key]
+            names = sorted(set(lib["files"]) | ({lib["real"]} if lib["real"] else set()))
+            plan[safe(unit)] = (lib["dir"], names)
+    return plan
+
+
+def safe(unit: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", unit) + "-" + hashlib.sha256(unit.encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class SwapLayout:
+    """How a container runs with a set of the other image's components in place."""
+
+    directory: Path           # per swap: site/ and lib/ of links into the extraction
+    env: dict[str, str]
+    unset: tuple[str, ...]
+    why_not: str = ""         # non-empty: this swap cannot be made (a skip)
+
+    def command(self, test: str) -> str:
+        """The test, with the variables the other image lacks removed first."""
+        prefix = "".join(f"unset {shlex.quote(name)}; " for name in self.unset)
+        return prefix + test
+
+
+def cannot_swap(c: Component, into: str, target_python: str, donor_python: str) -> str:
+    """Why `c` cannot be put into image `into`, or ""."""
+    donor = c.in_b if into == "a" else c.in_a
+    if c.kind != "env" and donor is None:
+        return (f"{c.unit} is not in the other image, and a swap can only put files in, not "
+                f"take them out")
+    if c.kind == "py" and target_python != donor_python:
+        return f"{c.unit} is built for Python {donor_python}; this image runs {target_python}"
+    return ""
+
+
+def layout(components: list[Component], into: str, extracted: Path, root: Path,
+           target_python: str, donor_python: str) -> SwapLayout:
+    """The swap of `components` into image `into` ("a": B's versions go into A)."""
+    donor = (lambda c: c.in_b) if into == "a" else (lambda c: c.in_a)
+    key = hashlib.sha256(json.dumps([into, sorted(c.unit for c in components)]).encode())
+    directory = root / key.hexdigest()[:16]
+    env: dict[str, str] = {}
+    unset: list[str] = []
+    for c in components:
+        why = cannot_swap(c, into, target_python, donor_python)
+        if why:
+            return SwapLayout(directory, {}, (), why)
+        if c.kind == "env":
+            name = c.unit.split(":", 1)[1]
+            if donor(c) is None:
+                unset.append(name)
+            else:
+                env[name] = donor(c)
+    for sub, kind in (("site", "py"), ("lib", "lib")):
+        for c in components:
+            if c.kind != kind:
+                continue
+            source = extracted / safe(c.unit)
+            for path in sorted(p for p in source.rglob("*") if not p.is_dir()):
+                link = directory / sub / path.relative_to(source)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                if not link.is_symlink():
+                    link.symlink_to(path)
+    (directory / "site").mkdir(parents=True, exist_ok=True)
+    (directory / "lib").mkdir(parents=True, exist_ok=True)
+    return SwapLayout(directory, env, tuple(unset))
+
+
+class Containers(Protocol):
+    """What attribution needs from a container engine."""
+
+    def digest(self, image: str) -> str: ...
+    def config_env(self, image: str) -> list[str]: ...
+    def python_json(self, image: str, script: str, args: list[str],
+                    mounts: list[tuple[Path, str, bool]]) -> str: ...
+    def run(self, image: str, command: str, env: dict[str, str],
+            mounts: list[tuple[Path, str, bool]]) -> int | None: ...
+
+
+def verdict_of(code: int | None) -> str:
+    return "skip" if code is None or code == 125 or code < 0 or code > 127 else \
+        "pass" if code == 0 else "fail"
+
+
+class Attributor:
+    """Image A against image B: inventory, diff, then ddmin over swap probes. Every
+    outcome is written to `state` as it comes, so the same command resumes."""
+
+    def __init__(self, a: str, b: str, test: str, work: Path, engine: Containers,
+                 say: Callable[[str], None]):
+        self.images = {"a": a, "b": b}
+        self.test, self.work, self.engine, self.say = test, work, engine, say
+        self.digests = {side: engine.digest(image) for side, image in self.images.items()}
+        key = hashlib.sha256(json.dumps([self.digests, test]).encode()).hexdigest()[:12]
+        self.state = work / "sessions" / f"{key}.json"
+
+    def inventory(self, side: str) -> dict[str, Any]:
+        path = self.work / "inventory" / f"{safe(self.digests[side])}.json"
+        if not path.exists():
+            self.say(f"inventory of {self.images[side]}")
+            found = json.loads(self.engine.python_json(self.images[side], INVENTORY_SCRIPT, [],
+                                                       []))
+            _write(path, found)
+        inv = json.loads(path.read_text())
+        inv["env"] = env_of(self.engine.config_env(self.images[side]))
+        return inv
+
+    def extract(self, side: str, inv: dict[str, Any], units: list[str]) -> Path:
+        dest = self.work / "extract" / safe(self.digests[side])
+        done = dest / ".done.json"
+        if done.exists() and set(json.loads(done.read_text())) >= set(units):
+            return dest
+        plan = extraction_plan(inv, units)
+        dest.mkdir(parents=True, exist_ok=True)
+        self.say(f"extracting {len(plan)} component(s) of {self.images[side]}")
+        self.engine.python_json(self.images[side], EXTRACT_SCRIPT, [json.dumps(plan)],
+                                [(dest, "/extract", False)])
+        _write(done, sorted(units))
+        return dest
+
+    def run(self) -> dict[str, Any]:
+        inv = {side: self.inventory(side) for side in ("a", "b")}
+        comps = diff(inv["a"], inv["b"])
+        by_unit = {c.unit: c for c in comps}
+        seen_raw: dict[str, str] = json.loads(self.state.read_text()) if self.state.exists() \
+            else {}
+        plain = {}
+        for side in ("a", "b"):
+            if f"plain:{side}" not in seen_raw:
+                seen_raw[f"plain:{side}"] = verdict_of(self.engine.run(
+                    self.images[side], self.test, {}, []))
+                _write(self.state, seen_raw)
+            plain[side] = seen_raw[f"plain:{side}"]
+        out: dict[str, Any] = {"images": self.images, "digests": self.digests,
+                               "outcomes": plain, "components": [c.__dict__ for c in comps]}
+        if "skip" in plain.values() or plain["a"] == plain["b"]:
+            out["attribution"] = Attribution(
+                "invalid-endpoints", explanation=f"A {plain['a']}s and B {plain['b']}s as they "
+                                                 f"are: nothing to attribute")
+            return out
+        pythons = (inv["a"]["python"], inv["b"]["python"])
+        out["unswappable"] = {c.unit: why for c in comps
+                              if (why := cannot_swap(c, "a", *pythons))}
+        units = [u for u in by_unit if u not in out["unswappable"]]
+        extracted = {side: self.extract(side, inv[side], units) for side in ("a", "b")}
+        seen = {_swap_of(k): Side(v) for k, v in seen_raw.items() if not k.startswith("plain:")}
+        while isinstance(step := next_swaps(units, seen), list):
+            for swap in step:
+                side = self._swap(swap, [by_unit[u] for u in sorted(swap.components)], inv,
+                                  extracted, plain)
+                seen[swap] = side
+                seen_raw[_key_of(swap)] = side.value
+                _write(self.state, seen_raw)
+        out["attribution"] = step
+        out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value}
+                        for s, v in seen.items()]
+        return out
+
+    def _swap(self, swap: Swap, comps: list[Component], inv: dict[str, Any],
+              extracted: dict[str, Path], plain: dict[str, str]) -> Side:
+        target, donor = (swap.into, "b" if swap.into == "a" else "a")
+        lay = layout(comps, swap.into, extracted[donor], self.work / "swaps",
+                     inv[target]["python"], inv[donor]["python"])
+        label = f"{self.images[target]} with {len(comps)} of {self.images[donor]}'s components"
+        if lay.why_not:
+            self.say(f"  {label}: skip ({lay.why_not})")
+            return Side.SKIP
+        own = env_of(self.engine.config_env(self.images[target]))
+        env = dict(lay.env)
+        env["PYTHONPATH"] = ":".join(filter(None, [str(lay.directory / "site"),
+                                                   own.get("PYTHONPATH")]))
+        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(lay.directory / "lib"),
+                                                        own.get("LD_LIBRARY_PATH")]))
+        mounts = [(extracted[donor], str(extracted[donor]), True),
+                  (lay.directory, str(lay.directory), True)]
+        verdict = verdict_of(self.engine.run(self.images[target], lay.command(self.test), env,
+                                             mounts))
+        side = Side.B if verdict == plain["b"] else Side.A if verdict == plain["a"] else Side.SKIP
+        self.say(f"  {label} ({', '.join(c.unit for c in comps)}): {verdict}, like "
+                 f"{side.value.upper() if side is not Side.SKIP else 'neither'}")
+        return side
+
+
+def _key_of(swap: Swap) -> str:
+    return json.dumps([swap.into, sorted(swap.components)])
+
+
+def _swap_of(key: str) -> Swap:
+    into, units = json.loads(key)
+    return Swap.of(into, units)
+
+
+def _write(path: Path, value: Any) -> None:
+    """Written whole or not at all: a killed run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    tmp.replace(path)

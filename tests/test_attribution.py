@@ -1,0 +1,110 @@
+"""Properties of the pure attribution search (ddmin over an image's components) against
+simulated images: which components make A behave like B, and which swaps cannot run."""
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisect_ngc.attribution import Attribution, Side, Swap, ddmin, next_swaps
+
+
+def run(names, behaves_b, unloadable=frozenset(), order=None):
+    """Drive next_swaps to the end: `behaves_b(S)` says whether A with B's S behaves like
+    B; B with A's S behaves like A when A's versions of S undo it; a swap that includes
+    an unloadable component cannot run."""
+    seen: dict[Swap, Side] = {}
+    probes = 0
+    while True:
+        step = next_swaps(names, seen)
+        if isinstance(step, Attribution):
+            return step, probes, seen
+        for swap in step:
+            probes += 1
+            if swap.components & unloadable:
+                seen[swap] = Side.SKIP
+            elif swap.into == "a":
+                seen[swap] = Side.B if behaves_b(swap.components) else Side.A
+            else:
+                rest = frozenset(names) - swap.components
+                seen[swap] = Side.B if behaves_b(rest) else Side.A
+
+
+COMPONENTS = st.integers(1, 128).map(lambda n: [f"c{k:03d}" for k in range(n)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(COMPONENTS, st.data())
+def test_one_culprit_is_named_within_two_log_n_plus_two_swaps(names, data):
+    culprit = data.draw(st.sampled_from(names))
+    answer, probes, _ = run(names, lambda s: culprit in s)
+    assert answer.status == "found" and answer.culprits == (culprit,)
+    assert probes <= 2 * math.ceil(math.log2(len(names))) + 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS.filter(lambda n: len(n) >= 2), st.data())
+def test_two_components_needed_together_are_both_named(names, data):
+    pair = set(data.draw(st.lists(st.sampled_from(names), min_size=2, max_size=2, unique=True)))
+    answer, _, _ = run(names, lambda s: pair <= s)
+    assert answer.status == "found" and set(answer.culprits) == pair
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS.filter(lambda n: len(n) >= 3), st.data())
+def test_an_unloadable_swap_is_unresolved_and_the_answer_stays_right(names, data):
+    culprit = data.draw(st.sampled_from(names))
+    broken = data.draw(st.sets(st.sampled_from([n for n in names if n != culprit]),
+                               min_size=1, max_size=3))
+    answer, _, seen = run(names, lambda s: culprit in s, unloadable=frozenset(broken))
+    # Swapping everything includes the broken ones: then nothing can be said, honestly.
+    if seen[Swap.of("a", names)] is Side.SKIP:
+        assert answer.status == "not-in-components" and not answer.culprits
+    else:
+        assert answer.culprits == (culprit,)
+    assert all(s.components & broken for s in answer.unresolved)
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS, st.data())
+def test_the_answer_is_one_minimal_whatever_the_interactions(names, data):
+    """Any monotone rule (a union of required sets): the result turns A into B, and
+    dropping any one of its components does not."""
+    groups = data.draw(st.lists(st.sets(st.sampled_from(names), min_size=1, max_size=3),
+                                min_size=1, max_size=3))
+    behaves_b = lambda s: any(g <= s for g in groups)      # noqa: E731
+    answer, _, _ = run(names, behaves_b)
+    result = set(answer.culprits)
+    assert behaves_b(result)
+    assert all(not behaves_b(result - {x}) for x in result)
+
+
+def test_a_difference_outside_the_components_names_none():
+    answer, probes, _ = run([f"c{k}" for k in range(20)], lambda s: False)
+    assert answer.status == "not-in-components" and not answer.culprits and probes == 1
+    assert "not in these components" in answer.explanation
+
+
+def test_a_culprit_the_reverse_swap_does_not_undo_is_unconfirmed():
+    names = ["numpy", "te", "nccl"]
+    seen: dict[Swap, Side] = {}
+    while not isinstance(step := next_swaps(names, seen), Attribution):
+        for swap in step:     # A turns into B with te; B keeps its behaviour without it
+            seen[swap] = Side.B if swap.into == "b" or "te" in swap.components else Side.A
+    assert step.status == "unconfirmed" and step.culprits == ("te",)
+
+
+def test_the_answer_does_not_depend_on_the_order_outcomes_arrived():
+    names = [f"c{k}" for k in range(16)]
+    _, _, seen = run(names, lambda s: "c11" in s)
+    shuffled = dict(reversed(list(seen.items())))
+    assert next_swaps(names, shuffled) == next_swaps(names, seen)
+
+
+def test_no_components_is_its_own_answer():
+    assert next_swaps([], {}).status == "none-differ"
+
+
+def test_ddmin_on_a_plain_list():
+    assert ddmin(list("abcdefgh"), lambda s: "c" in s and "f" in s) == ["c", "f"]

@@ -1,0 +1,140 @@
+"""Which part of the container (issue 21, item 4) on the real Docker engine: two images
+built from the test image to NGC's layout (pip's /usr/local/lib/python3.X/dist-packages,
+a library in /usr/local/lib, variables in the image config) that differ in 10 components:
+five generated distributions at two versions, a "torch" stand-in whose version.py carries
+its commit, a shared library at two versions, two variables, and a distribution that only
+the older image has (which no swap can take out: unswappable, said so)."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import math
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .test_docker_backend import IMAGE, PROBLEM, docker_client
+
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
+
+PACKAGES = ("alpha", "beta", "gamma", "delta", "epsilon")
+LIB_C = "int bisect_demo(void) { return %d; }\n"
+
+
+def wheel(out: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    path = out / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = dict(files, **{f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\n"
+                                               f"Version: {version}\n",
+                           f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+                                            "Tag: py3-none-any\n"})
+    record = []
+    with zipfile.ZipFile(path, "w") as z:
+        for arc, text in files.items():
+            z.writestr(arc, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+            record.append(f"{arc},sha256={digest.decode()},{len(text.encode())}")
+        z.writestr(f"{info}/RECORD", "\n".join(record + [f"{info}/RECORD,,"]) + "\n")
+    return path
+
+
+def build_image(tag: str, side: str, tmp: Path) -> None:
+    wheels = tmp / f"wheels-{side}"
+    wheels.mkdir()
+    version = "1.0" if side == "a" else "2.0"
+    for name in PACKAGES:
+        wheel(wheels, name, version, {f"{name}/__init__.py": f"behaviour = {side!r}\n"})
+    commit = "aaaaaaaaaa" if side == "a" else "bbbbbbbbbb"
+    wheel(wheels, "torch", f"2.5.0a0+{commit}", {
+        "torch/__init__.py": f"behaviour = {side!r}\n",
+        "torch/version.py": f"git_version = {commit!r}\n"})
+    if side == "a":
+        wheel(wheels, "zeta", "1.0", {"zeta/__init__.py": "x = 1\n"})
+    minor = 0 if side == "a" else 1
+    (wheels / "demo.c").write_text(LIB_C % (41 if side == "a" else 42))
+    script = ("set -e; pip install -q --no-deps --no-index --break-system-packages /w/*.whl; "
+              f"gcc -shared -fPIC -Wl,-soname,libbisectdemo.so.1 -o "
+              f"/usr/local/lib/libbisectdemo.so.1.{minor} /w/demo.c; "
+              f"ln -sf libbisectdemo.so.1.{minor} /usr/local/lib/libbisectdemo.so.1; ldconfig")
+    client = docker_client()
+    box = client.containers.create(IMAGE, ["/bin/sh", "-c", script],
+                                   volumes=[f"{wheels}:/w:ro"])
+    try:
+        box.start()
+        assert box.wait()["StatusCode"] == 0, box.logs().decode()
+        box.commit(repository="bisect-ngc-test/components", tag=side, changes=[
+            f"ENV DEMO_MODE={'old' if side == 'a' else 'new'}",
+            f"ENV DEMO_THREADS={'4' if side == 'a' else '8'}"])
+    finally:
+        box.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("images")
+    for side in ("a", "b"):
+        build_image(f"bisect-ngc-test/components:{side}", side, tmp)
+    yield "bisect-ngc-test/components:a", "bisect-ngc-test/components:b"
+    for side in ("a", "b"):
+        docker_client().images.remove(f"bisect-ngc-test/components:{side}", force=True)
+
+
+def attribute(run_cli, pair, tmp_path, test):
+    code, out, err = run_cli(["components", "--from", pair[0], "--to", pair[1], "--test", test,
+                              "--cache-dir", tmp_path / "cache", "--json"])
+    return code, json.loads(out), err
+
+
+def swaps(res) -> int:
+    return len(res["swaps"])
+
+
+def test_the_inventory_reads_ngc_layout_and_the_diff(pair, tmp_path, run_cli):
+    code, res, err = attribute(run_cli, pair, tmp_path, 'python3 -c "import gamma, sys; '
+                               'sys.exit(gamma.behaviour != \'a\')"')
+    units = {c["unit"]: (c["in_a"], c["in_b"]) for c in res["components"]}
+    assert {f"py:{p}" for p in PACKAGES} | {"py:torch", "py:zeta", "lib:libbisectdemo",
+                                             "env:DEMO_MODE", "env:DEMO_THREADS"} == set(units)
+    assert units["py:torch"] == ("2.5.0a0+aaaaaaaaaa", "2.5.0a0+bbbbbbbbbb")
+    assert units["lib:libbisectdemo"] == ("libbisectdemo.so.1.0", "libbisectdemo.so.1.1")
+    assert units["py:zeta"] == ("1.0", None) and "py:zeta" in res["unswappable"]
+    assert "take them out" in res["unswappable"]["py:zeta"]
+
+
+@pytest.mark.parametrize("test,culprits", [
+    ('python3 -c "import gamma, sys; sys.exit(gamma.behaviour != \'a\')"', ["py:gamma"]),
+    ('python3 -c "import torch, sys; sys.exit(torch.behaviour != \'a\')"', ["py:torch"]),
+    ('python3 -c "import ctypes, sys; '
+     'sys.exit(ctypes.CDLL(\'libbisectdemo.so.1\').bisect_demo() != 41)"',
+     ["lib:libbisectdemo"]),
+    ('test "$DEMO_MODE" = old', ["env:DEMO_MODE"]),
+])
+def test_one_component_is_named_in_few_swaps(pair, tmp_path, run_cli, test, culprits):
+    code, res, err = attribute(run_cli, pair, tmp_path, test)
+    assert code == 0, (res, err)
+    assert res["attribution"]["status"] == "found" and res["attribution"]["culprits"] == culprits
+    n = len(res["components"]) - len(res["unswappable"])
+    assert swaps(res) <= 2 * math.ceil(math.log2(n)) + 2
+    again = attribute(run_cli, pair, tmp_path, test)[1]      # every swap kept: none runs again
+    assert again["attribution"] == res["attribution"] and again["swaps"] == res["swaps"]
+
+
+def test_two_components_needed_together_are_both_named(pair, tmp_path, run_cli):
+    test = ('test "$DEMO_THREADS" = 4 || python3 -c "import beta, sys; '
+            'sys.exit(beta.behaviour != \'a\')"')
+    code, res, _ = attribute(run_cli, pair, tmp_path, test)
+    assert code == 0 and set(res["attribution"]["culprits"]) == {"env:DEMO_THREADS", "py:beta"}
+
+
+def test_images_that_behave_alike_are_not_attributed(pair, tmp_path, run_cli):
+    code, res, _ = attribute(run_cli, pair, tmp_path, "true")
+    assert code == 3 and res["attribution"]["status"] == "invalid-endpoints"
+
+
+def test_a_difference_outside_the_components_names_none(pair, tmp_path, run_cli):
+    code, res, _ = attribute(run_cli, pair, tmp_path, "python3 -c 'import zeta'")
+    assert code == 4 and res["attribution"]["status"] == "not-in-components"
+    assert res["attribution"]["culprits"] == []
