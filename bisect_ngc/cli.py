@@ -174,6 +174,13 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
         click.echo(tally_line)
     elif status == "not-in-commits":
         click.echo(f"Not in these commits: {summary['explanation']}.")
+        found = summary.get("components")
+        if found:
+            click.echo(f"Which part of the container ({found['status']}): "
+                       f"{found['explanation']}.")
+            for c in found["components"]:
+                mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
+                click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
         click.echo(tally_line)
     else:
         click.echo(f"Invalid endpoints: {summary['explanation']}.")

@@ -246,21 +246,45 @@ class Attributor:
         _write(done, sorted(units))
         return dest
 
-    def run(self) -> dict[str, Any]:
+    def swap_only(self, units: list[str]) -> Side | None:
+        """One swap of A with B's `units`, or None where they do not differ, cannot be
+        swapped, or the images as they are give no two behaviours to tell apart."""
         inv = {side: self.inventory(side) for side in ("a", "b")}
-        comps = diff(inv["a"], inv["b"])
-        by_unit = {c.unit: c for c in comps}
+        comps = {c.unit: c for c in diff(inv["a"], inv["b"])}
+        chosen = [comps[u] for u in units if u in comps]
+        pythons = (inv["a"]["python"], inv["b"]["python"])
+        if not chosen or any(cannot_swap(c, "a", *pythons) for c in chosen):
+            return None
+        seen_raw, plain = self._plain()
+        if "skip" in plain.values() or plain["a"] == plain["b"]:
+            return None
+        swap = Swap.of("a", [c.unit for c in chosen])
+        if _key_of(swap) not in seen_raw:
+            extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
+                         for side in ("a", "b")}
+            seen_raw[_key_of(swap)] = self._swap(swap, chosen, inv, extracted, plain).value
+            _write(self.state, seen_raw)
+        return Side(seen_raw[_key_of(swap)])
+
+    def _plain(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The stored outcomes, with both images' own verdicts run once."""
         seen_raw: dict[str, str] = json.loads(self.state.read_text()) if self.state.exists() \
             else {}
-        plain = {}
         for side in ("a", "b"):
             if f"plain:{side}" not in seen_raw:
                 seen_raw[f"plain:{side}"] = verdict_of(self.engine.run(
                     self.images[side], self.test, {}, []))
                 _write(self.state, seen_raw)
-            plain[side] = seen_raw[f"plain:{side}"]
+        return seen_raw, {side: seen_raw[f"plain:{side}"] for side in ("a", "b")}
+
+    def run(self) -> dict[str, Any]:
+        inv = {side: self.inventory(side) for side in ("a", "b")}
+        comps = diff(inv["a"], inv["b"])
+        by_unit = {c.unit: c for c in comps}
+        seen_raw, plain = self._plain()
         out: dict[str, Any] = {"images": self.images, "digests": self.digests,
-                               "outcomes": plain, "components": [c.__dict__ for c in comps]}
+                               "outcomes": plain, "components": [c.__dict__ for c in comps],
+                               "unswappable": {}, "swaps": []}
         if "skip" in plain.values() or plain["a"] == plain["b"]:
             out["attribution"] = Attribution(
                 "invalid-endpoints", explanation=f"A {plain['a']}s and B {plain['b']}s as they "
@@ -324,3 +348,24 @@ def _write(path: Path, value: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(value, indent=1))
     tmp.replace(path)
+
+
+class ImageSwaps:
+    """Swap probes between two release images, for the bisection: does PyTorch carry
+    the difference (one swap, no build), and if not, which component does."""
+
+    def __init__(self, engine: Containers, work: Path, test: str, say: Callable[[str], None]):
+        self.engine, self.work, self.test, self.say = engine, work, test, say
+
+    def _of(self, a: str, b: str) -> Attributor:
+        return Attributor(a, b, self.test, self.work, self.engine, self.say)
+
+    def torch_carries(self, a: str, b: str) -> bool | None:
+        side = self._of(a, b).swap_only(["py:torch"])
+        return None if side is None or side is Side.SKIP else side is Side.B
+
+    def attribute(self, a: str, b: str) -> dict[str, Any]:
+        found = self._of(a, b).run()
+        answer = found.pop("attribution")
+        return dict(found, status=answer.status, culprits=list(answer.culprits),
+                    explanation=answer.explanation)

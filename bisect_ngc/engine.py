@@ -19,6 +19,7 @@ from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, Session
                     SessionStatus, Store, digest)
 
 if TYPE_CHECKING:
+    from .components import ImageSwaps
     from .wheel_overlay import Overlays
 
 
@@ -72,7 +73,8 @@ class Bisection:
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
-                 tiers: list[Tier] | None = None, overlays: "Overlays | None" = None):
+                 tiers: list[Tier] | None = None, overlays: "Overlays | None" = None,
+                 swaps: "ImageSwaps | None" = None):
         self.store = store
         self.span = span
         self.recipe = recipe
@@ -82,6 +84,9 @@ class Bisection:
         self.ships = ships or (lambda sha: [])
         self.tiers = [t for t in tiers or [] if t.sources]
         self.overlays = overlays
+        self.swaps = swaps
+        self._carries: dict[tuple[int, int], bool | None] = {}
+        self._between = (0, len(span.candidates) - 1)   # the images last compared
         self.build_key = recipe.build_key()
         self.test_key = digest([recipe.test_key(), self.settings.repeat,
                                 self.settings.policy.value])
@@ -158,17 +163,40 @@ class Bisection:
             return None
         lo, hi = open_interval(n, verdicts)
         ends = [i for i in (lo, hi) if i in self.image_verdicts]
+        self._between = (lo, hi)
         for i in ends:
             built = self.wheel_verdicts.get(i)
             if built is not None and built is not self.image_verdicts[i]:
                 return self._not_in_commits(i, built, lo, hi, old, new)
         need = tuple(i for i in ends if i not in self.wheel_verdicts)
+        if len(need) == 2 and self._torch_carries(lo, hi) is False:
+            return Result(Status.NOT_IN_COMMITS, last_old=lo, old_outcome=old, new_outcome=new,
+                          explanation=f"{self._image_label(lo)} with the PyTorch of "
+                                      f"{self._image_label(hi)} put in place still behaves "
+                                      f"{self.image_verdicts[lo].value}: the difference is not in "
+                                      f"PyTorch (nothing was built)")
         return Round(need) if need else None
+
+    def _image_ref(self, i: int) -> str | None:
+        return next((t.sources[i].ref for t in self.tiers if t.name == "image" and
+                     i in t.sources), None)
+
+    def _image_label(self, i: int) -> str:
+        return next((t.sources[i].label for t in self.tiers if i in t.sources),
+                    self.span.candidates[i][:12])
+
+    def _torch_carries(self, lo: int, hi: int) -> bool | None:
+        """One swap, no build: the older image with the newer one's PyTorch files."""
+        if self.swaps is None or None in (self._image_ref(lo), self._image_ref(hi)):
+            return None
+        if (lo, hi) not in self._carries:
+            self._carries[lo, hi] = self.swaps.torch_carries(self._image_ref(lo),
+                                                             self._image_ref(hi))
+        return self._carries[lo, hi]
 
     def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
                         new: Verdict) -> Result:
-        labels = {j: s.label for t in self.tiers for j, s in t.sources.items()}
-        name = lambda j: labels.get(j, self.span.candidates[j][:12])   # noqa: E731
+        name = self._image_label
         base = self.recipe.image or "this host"
         if built is Verdict.SKIP:
             return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
@@ -332,7 +360,7 @@ class Bisection:
     def result(self, found: Result) -> SessionResult:
         cands = self.span.candidates
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
-        reasons, explanation = {}, found.explanation
+        reasons, explanation, components = {}, found.explanation, None
         if found.status.value == "invalid-endpoints":
             by_idx = {p.idx: p for p in self.store.probes(self.session.id)}
             seen = []
@@ -346,6 +374,10 @@ class Bisection:
                 explanation += f" ({'; '.join(seen)}; nothing was built)"
         if found.stopped_early:
             explanation += self._skip_summary(found)
+        if found.status is Status.NOT_IN_COMMITS and self.swaps is not None:
+            images = [self._image_ref(i) for i in self._between]
+            if None not in images:
+                components = self.swaps.attribute(*images)
         first = sha(found.first_new)
         return SessionResult(
             status=found.status.value, first_new=first, last_old=sha(found.last_old),
@@ -354,7 +386,7 @@ class Bisection:
             new_outcome=found.new_outcome.value if found.new_outcome else None,
             skipped=[cands[i] for i in found.skipped], explanation=explanation,
             n_candidates=len(cands) - 1, endpoint_reasons=reasons,
-            ships=self.ships(first) if first else [])
+            ships=self.ships(first) if first else [], components=components)
 
 
 def _most_common(reasons: list[str]) -> tuple[str, int]:

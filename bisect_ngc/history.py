@@ -1,19 +1,19 @@
 """The git side: repositories, revisions, first-parent candidates, metadata, worktrees."""
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import re
 import shutil
 import tempfile
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import git
 
 from .errors import UserError
+from .git_mirrors import (CheckoutError, clone_mirror, is_url, last_line, locked, mirror_path,
+                          redact_url)
 from .overlay import Change
 
 if TYPE_CHECKING:
@@ -44,15 +44,6 @@ def validate_rev(rev: str) -> str:
         raise UserError(f"'{rev}' is not a valid git revision",
                         hint="give a commit sha, a tag or a branch name")
     return rev
-
-
-def redact_url(url: str) -> str:
-    """The URL without credentials (`https://user:TOKEN@host/x` -> `https://host/x`)."""
-    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url or "", flags=re.I)
-
-
-def is_url(spec: str) -> bool:
-    return "://" in spec or (re.match(r"^[\w.-]+@[\w.-]+:", spec) is not None)
 
 
 def parse_pr(message: str) -> int | None:
@@ -259,34 +250,6 @@ class History:
         return found
 
 
-def mirror_path(root: Path, url: str) -> Path:
-    """Where the mirror of `url` lives under `root`: its last path part, and a hash of it."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", redact_url(url).rstrip("/").split("/")[-1])
-    return root / f"{name or 'repo'}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Several runs may share a cache dir: one works on `path`, the others wait for it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def clone_mirror(url: str, dest: Path, options: list[str]) -> None:
-    """Clone `url` into `dest`, which appears complete or not at all; the caller holds
-    locked(dest). Raises git.GitCommandError."""
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        git.Repo.clone_from(url, partial, multi_options=options)
-    except git.GitCommandError:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    partial.rename(dest)
-
-
 def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
     dest = mirror_path(cache_dir / "repos", url)
     if (dest / "HEAD").exists():
@@ -421,13 +384,3 @@ class Worktrees:
             except git.GitCommandError as exc:
                 raise CheckoutError(f"submodule update failed: {last_line(exc)}") from None
         return wt
-
-
-class CheckoutError(Exception):
-    """A commit that cannot be checked out as asked: a skip, not an abort."""
-
-
-def last_line(exc: git.GitCommandError) -> str:
-    lines = [ln.strip(" '\"") for ln in (exc.stderr or str(exc)).strip().splitlines()]
-    lines = [ln for ln in lines if ln]
-    return lines[-1] if lines else "git error"

@@ -8,7 +8,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .progress import fmt_seconds, Tracker
+from .tracker import Tracker, fmt_seconds
 from .store import ProbeRecord, SessionRecord
 
 

@@ -24,9 +24,11 @@ from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
 from .engine import Bisection, Events, Range, Settings, Tier
 from .errors import UserError
-from .history import History, redact_url
+from .git_mirrors import redact_url
+from .history import History
 from .overlay import OverlayRule, RuleError
 from .recipes import Recipe, local_cuda_arch, pytorch_preset
+from .components import ImageSwaps
 from .releases import UPSTREAM, Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .store import Store
@@ -287,9 +289,20 @@ class Question:
     artifact_root: Path | None = None     # the backend's artifact store
 
     def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
+        tiers = self.tiers()
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
-                         events=events, ships=self.ships, tiers=self.tiers(),
-                         overlays=self.overlays())
+                         events=events, ships=self.ships, tiers=tiers,
+                         overlays=self.overlays(), swaps=self.swaps(tiers))
+
+    def swaps(self, tiers: list[Tier]) -> ImageSwaps | None:
+        """Swap probes between release images (Docker): whether PyTorch carries their
+        difference, before any build, and which component does when it does not."""
+        engine = getattr(self.backend, "containers", None)    # backends that run images
+        if engine is None or not any(t.name == "image" for t in tiers):
+            return None
+        r = self.recipe
+        return ImageSwaps(engine(), self.opts.cache_dir / "components", r.test_as_is or r.test,
+                          self.say)
 
     def overlays(self) -> Overlays | None:
         """Overlay probes, where the recipe says which files ship and the backend can test

@@ -18,11 +18,19 @@ from typing import Any
 
 import jinja2
 
-from .backends.base import Mount
 from .store import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
 REPRO_SUBJECT = "The weak-ref capture failure"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path seen inside a container (or a Slurm task) at `container`."""
+
+    host: Path
+    container: str
+    read_only: bool = True
 
 
 @dataclass

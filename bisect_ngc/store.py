@@ -158,6 +158,7 @@ class SessionResult:
     n_candidates: int = 0          # commits after the old endpoint on the path
     endpoint_reasons: dict[str, str] = field(default_factory=dict)
     ships: list[dict[str, str]] = field(default_factory=list)  # catalog releases with it
+    components: dict[str, Any] | None = None   # which part of the container, when not torch
 
 
 @dataclass

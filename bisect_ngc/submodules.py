@@ -15,7 +15,7 @@ from pathlib import Path
 
 import git
 
-from .history import CheckoutError, clone_mirror, last_line, locked, mirror_path, redact_url
+from .git_mirrors import CheckoutError, clone_mirror, last_line, locked, mirror_path, redact_url
 
 
 class SubmoduleCache:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import math
 import zipfile
@@ -138,3 +137,40 @@ def test_a_difference_outside_the_components_names_none(pair, tmp_path, run_cli)
     code, res, _ = attribute(run_cli, pair, tmp_path, "python3 -c 'import zeta'")
     assert code == 4 and res["attribution"]["status"] == "not-in-components"
     assert res["attribution"]["culprits"] == []
+
+
+def test_release_mode_names_the_component_with_no_build(pair, tmp_path, run_cli, monkeypatch):
+    """Case A of issue 21: two releases whose images differ outside PyTorch. One swap of
+    the newer PyTorch into the older image says PyTorch does not carry the difference, so
+    no commit is named and nothing is built; attribution names the variable."""
+    from benchmarks.repos import make_repo
+    from bisect_ngc.store import Store
+    from .test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", 30, 29)           # every commit in range: old
+    monkeypatch.setenv("BISECT_NGC_CATALOG",
+                       str(catalog(tmp_path, [("90.01", shas[5]), ("90.02", shas[20])])))
+    client = docker_client()
+    for side, name in zip(pair, ("90.01", "90.02")):
+        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
+            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
+            'test "$DEMO_MODE" = old', "--no-nightlies",
+            "--gpus", "none", "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache",
+            "--quiet", "--json"])
+    finally:
+        for name in ("90.01", "90.02"):
+            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    res = json.loads(out)
+    assert code == 5 and res["status"] == "not-in-commits" and res["first_new"] is None, err
+    assert "nothing was built" in res["explanation"] and res["builds"] == 0
+    probes = Store(tmp_path / "st").probes(res["session"])
+    assert all(p.details["tier"] == "image" for p in probes)
+    found = res["components"]
+    assert found["status"] == "found" and found["culprits"] == ["env:DEMO_MODE"]
+    n = len(found["components"]) - len(found["unswappable"])
+    assert len(found["swaps"]) <= 2 * math.ceil(math.log2(n)) + 2
+    md = Path(res["report"]).read_text()
+    assert "## Which part of the container" in md and "`env:DEMO_MODE`" in md
+    assert "**culprit**" in md

@@ -41,7 +41,9 @@ def graph(top_level_only: bool = True) -> dict[str, set[str]]:
 
 
 def test_no_import_cycles():
-    edges = graph()
+    """Counting every import: inside functions and under TYPE_CHECKING too, where a
+    circle is merely hidden from the interpreter, not from the reader."""
+    edges = graph(top_level_only=False)
     state: dict[str, int] = {}
 
     def visit(node: str, trail: list[str]) -> None:

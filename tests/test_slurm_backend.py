@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.backends.base import Mount, ProbeRequest
+from bisect_ngc.backends.base import ProbeRequest
+from bisect_ngc.recipes import Mount
 from bisect_ngc.backends.slurm import SlurmBackend, SlurmSettings
 from bisect_ngc.history import History, Worktrees
 from bisect_ngc.artifacts import ArtifactStore

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 from ..build_trees import settle
 from ..errors import UserError
-from ..history import CheckoutError, Worktrees
+from ..git_mirrors import CheckoutError
+from ..history import Worktrees
 from ..search import RepeatPolicy, Verdict, runs_settled
 from ..submodules import SubmoduleCache
 from ..verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_probe,
@@ -31,13 +32,6 @@ if TYPE_CHECKING:
     from ..store import Store
 
 PhaseCallback = Callable[["ProbeRequest", str], None]
-
-
-@dataclass(frozen=True)
-class Mount:
-    host: Path
-    container: str
-    read_only: bool = True
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from docker.types import DeviceRequest, Ulimit
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..history import Worktrees
-from ..recipes import Recipe
+from ..recipes import Mount, Recipe
 from ..store import digest
 from ..verdicts import BuildFact, RunFact
-from .base import (BackendLost, BackendSetup, Cancelled, Mount, PhaseCallback, ProbeFailed,
+from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
                    probe_env, run_tests)
 
@@ -131,6 +131,10 @@ class DockerBackend(ThreadedRounds):
             c.remove(force=True)
         if left:
             self.say(f"removed {len(left)} container(s) left behind by an interrupted run")
+
+    def containers(self) -> "DockerContainers":
+        """Containers of whole images, for swap probes between release images."""
+        return DockerContainers(self.client)      # None before prepare(): connects when used
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -352,6 +356,58 @@ def _annotated(outcome: ProbeOutcome, logs: dict[str, Path],
     outcome.logs = logs
     outcome.details = dict(outcome.details, **details)
     return outcome
+
+
+class DockerContainers:
+    """The Containers protocol on the Docker engine, through the docker SDK."""
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        self._client, self.label = client, LABEL
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:          # connected on first use: plans need no engine
+            self._client = connect()
+        return self._client
+
+    def _image(self, image: str):
+        try:
+            return self.client.images.get(image)
+        except ImageNotFound:
+            raise UserError(f"image {image} is not on this Docker engine",
+                            hint=f"docker pull {image}") from None
+
+    def digest(self, image: str) -> str:
+        return self._image(image).id
+
+    def config_env(self, image: str) -> list[str]:
+        return self._image(image).attrs.get("Config", {}).get("Env") or []
+
+    def _container(self, image: str, argv: list[str], env: dict[str, str],
+                   mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
+        kwargs = {"user": f"{os.getuid()}:{os.getgid()}"} if os.getuid() else {}
+        box = self.client.containers.create(
+            image, argv, environment=env, labels={f"{self.label}.role": "swap"},
+            volumes=[f"{host}:{inside}:{'ro' if ro else 'rw'}" for host, inside, ro in mounts],
+            **kwargs)
+        try:
+            box.start()
+            code = box.wait().get("StatusCode")
+            return code, box.logs(stdout=True, stderr=False).decode(errors="replace")
+        finally:
+            box.remove(force=True)
+
+    def python_json(self, image: str, script: str, args: list[str],
+                    mounts: list[tuple[Path, str, bool]]) -> str:
+        code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
+        if code != 0:
+            raise UserError(f"could not read the components of {image} (python3 exited {code})",
+                            hint="the image needs python3; is it a PyTorch image?")
+        return out.strip().splitlines()[-1] if out.strip() else "{}"
+
+    def run(self, image: str, command: str, env: dict[str, str],
+            mounts: list[tuple[Path, str, bool]]) -> int | None:
+        return self._container(image, ["/bin/sh", "-c", command], env, mounts)[0]
 
 
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:

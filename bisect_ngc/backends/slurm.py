@@ -24,12 +24,13 @@ import jinja2
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
-from ..history import CheckoutError, Worktrees
-from ..recipes import REPRO_IN_CONTAINER, Recipe
+from ..git_mirrors import CheckoutError
+from ..history import Worktrees
+from ..recipes import REPRO_IN_CONTAINER, Mount, Recipe
 from ..search import RepeatPolicy, Verdict
 from ..store import Store, digest
 from ..verdicts import BuildFact, RunFact, judge_probe
-from .base import (BackendSetup, Mount, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
+from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
                    fetch_prebuilt, last_json_line)
 
 RUNTIMES = ("none", "pyxis", "enroot", "apptainer")

@@ -1,9 +1,6 @@
 """`components`: which part of the container made the difference (Docker)."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
 from ..components import Attributor
@@ -14,54 +11,6 @@ from ..question import cache_option, default_cache
 from ..releases import IMAGE_RE, RELEASE_RE, Catalog
 
 EXIT_NOT_ATTRIBUTED = 4
-
-
-class DockerContainers:
-    """The Containers protocol on the Docker engine, through the docker SDK."""
-
-    def __init__(self) -> None:
-        from ..backends.docker import LABEL, connect
-        self.client, self.label = connect(), LABEL
-
-    def _image(self, image: str):
-        from docker.errors import ImageNotFound
-        try:
-            return self.client.images.get(image)
-        except ImageNotFound:
-            raise UserError(f"image {image} is not on this Docker engine",
-                            hint=f"docker pull {image}") from None
-
-    def digest(self, image: str) -> str:
-        return self._image(image).id
-
-    def config_env(self, image: str) -> list[str]:
-        return self._image(image).attrs.get("Config", {}).get("Env") or []
-
-    def _container(self, image: str, argv: list[str], env: dict[str, str],
-                   mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
-        kwargs = {"user": f"{os.getuid()}:{os.getgid()}"} if os.getuid() else {}
-        box = self.client.containers.create(
-            image, argv, environment=env, labels={f"{self.label}.role": "swap"},
-            volumes=[f"{host}:{inside}:{'ro' if ro else 'rw'}" for host, inside, ro in mounts],
-            **kwargs)
-        try:
-            box.start()
-            code = box.wait().get("StatusCode")
-            return code, box.logs(stdout=True, stderr=False).decode(errors="replace")
-        finally:
-            box.remove(force=True)
-
-    def python_json(self, image: str, script: str, args: list[str],
-                    mounts: list[tuple[Path, str, bool]]) -> str:
-        code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
-        if code != 0:
-            raise UserError(f"could not read the components of {image} (python3 exited {code})",
-                            hint="the image needs python3; is it a PyTorch image?")
-        return out.strip().splitlines()[-1] if out.strip() else "{}"
-
-    def run(self, image: str, command: str, env: dict[str, str],
-            mounts: list[tuple[Path, str, bool]]) -> int | None:
-        return self._container(image, ["/bin/sh", "-c", command], env, mounts)[0]
 
 
 def _image(catalog: Catalog, spec: str) -> str:
@@ -95,6 +44,7 @@ def components(from_, to, test, cache_dir, as_json):
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
     images = [_image(catalog, spec) for spec in (from_, to)]
+    from ..backends.docker import DockerContainers      # the SDK only where it is used
     result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
                         say).run()
     answer = result["attribution"]
