@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_ngc.attribution import Attribution, Side, Swap, ddmin, next_swaps
+from bisect_ngc.attribution import Attribution, Side, Swap, minimal_set, next_swaps
 
 
 def run(names, behaves_b, unloadable=frozenset(), order=None):
@@ -106,5 +106,15 @@ def test_no_components_is_its_own_answer():
     assert next_swaps([], {}).status == "none-differ"
 
 
-def test_ddmin_on_a_plain_list():
-    assert ddmin(list("abcdefgh"), lambda s: "c" in s and "f" in s) == ["c", "f"]
+def test_minimal_set_on_a_plain_list():
+    assert sorted(minimal_set(list("abcdefgh"), lambda s: "c" in s and "f" in s)) == ["c", "f"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS, st.integers(1, 3), st.data())
+def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
+    need = set(data.draw(st.lists(st.sampled_from(names), min_size=min(k, len(names)),
+                                  max_size=min(k, len(names)), unique=True)))
+    answer, probes, _ = run(names, lambda s: need <= s)
+    assert set(answer.culprits) == need
+    assert probes <= len(need) * (math.ceil(math.log2(len(names))) + 1) + 2
