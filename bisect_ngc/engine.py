@@ -74,7 +74,8 @@ class Bisection:
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
                  tiers: list[Tier] | None = None, overlays: "Overlays | None" = None,
-                 swaps: "ImageSwaps | None" = None):
+                 swaps: "ImageSwaps | None" = None,
+                 rebase: Callable[[str], tuple[Recipe, Backend, "Overlays | None"]] | None = None):
         self.store = store
         self.span = span
         self.recipe = recipe
@@ -85,6 +86,7 @@ class Bisection:
         self.tiers = [t for t in tiers or [] if t.sources]
         self.overlays = overlays
         self.swaps = swaps
+        self.rebase = rebase      # builds follow the images' narrowing into the older release
         self._carries: dict[tuple[int, int], bool | None] = {}
         self._between = (0, len(span.candidates) - 1)   # the images last compared
         self.build_key = recipe.build_key()
@@ -143,6 +145,29 @@ class Bisection:
         if self.overlays is not None and 0 in verdicts and n - 1 in verdicts:
             cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
         return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
+
+    def _follow_narrowing(self, verdicts: dict[int, Verdict]) -> None:
+        """Once images narrow no further, builds run in the older of the two releases they
+        narrowed to, not in the image --from named (months older than these commits)."""
+        n = len(self.span.candidates)
+        images = [t for t in self.tiers if t.name == "image"]
+        if self.rebase is None or not images or not self.image_verdicts or \
+                any(next_in_subset(n, verdicts, t.sources, self.settings.jobs) for t in images):
+            return
+        lo, _ = open_interval(n, verdicts)
+        ref, self._rebase, self.rebase = self._image_ref(lo), self.rebase, None
+        if ref is None or ref == self.recipe.image:
+            return
+        self.recipe, self.backend, self.overlays = self.rebase_to(ref)
+
+    def rebase_to(self, ref: str) -> tuple[Recipe, Backend, "Overlays | None"]:
+        recipe, backend, overlays = self._rebase(ref)
+        backend.prepare()
+        self.build_key = recipe.build_key()
+        self.test_key = digest([recipe.test_key(), self.settings.repeat,
+                                self.settings.policy.value])
+        self.env = backend.environment()
+        return recipe, backend, overlays
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
         """A verdict for the search; where an image decided a commit, the search keeps the
@@ -238,6 +263,7 @@ class Bisection:
         rnd = max((p.round for p in done), default=0)
         try:
             while True:
+                self._follow_narrowing(verdicts)
                 tier, step = self.plan(verdicts)
                 if isinstance(step, Result):
                     result = self.result(step)
@@ -331,6 +357,8 @@ class Bisection:
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
         details = dict(out.details, tier=req.tier)
+        if req.tier != "image" and self.recipe.image:
+            details["base_image"] = self.recipe.image
         if req.source:
             details["source"] = req.source.label
             if req.source.why:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -290,9 +290,23 @@ class Question:
 
     def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
         tiers = self.tiers()
+        o = self.opts
+        follows = o.release_mode and not (o.base_image or o.image) and \
+            any(t.name == "image" for t in tiers)
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
                          events=events, ships=self.ships, tiers=tiers,
-                         overlays=self.overlays(), swaps=self.swaps(tiers))
+                         overlays=self.overlays(), swaps=self.swaps(tiers),
+                         rebase=self.rebased if follows else None)
+
+    def rebased(self, image: str) -> tuple[Recipe, Backend, Overlays | None]:
+        """The recipe, backend and overlays for builds in `image`: the older of the two
+        releases that the images narrowed the range to."""
+        opts = replace(self.opts, base_image=image, notes=[])
+        recipe = make_recipe(opts, self.old)
+        setup = backend_setup(opts, self.span, recipe, self.store, self.say)
+        again = replace(self, opts=opts, recipe=recipe,
+                        backend=backends.create(opts.backend_name, setup))
+        return recipe, again.backend, again.overlays()
 
     def swaps(self, tiers: list[Tier]) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their

@@ -42,15 +42,24 @@ def releases(tmp_path, monkeypatch):
     monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(tmp_path, rows)))
     client = docker_client()
     for name, _ in rows:
-        client.images.get(IMAGE).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
+        box = client.containers.create(IMAGE, ["/bin/sh", "-c",
+                                               f"echo {name} > /etc/base-marker"])
+        try:     # each image says which release it is: builds show where they ran
+            box.start()
+            box.wait()
+            box.commit(repository="nvcr.io/nvidia/pytorch", tag=f"{name}-py3")
+        finally:
+            box.remove(force=True)
     yield tmp_path / "pytorch", shas
     for name, _ in rows:
-        client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
+        client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3", force=True)
 
 
 def release_args(repo, tmp_path, frm, to, *extra):
+    build = 'cp behaviour "$BISECT_ARTIFACTS/out"; cp /etc/base-marker "$BISECT_ARTIFACTS/" ' \
+            '2>/dev/null || true'
     return ["bisect", "--from", frm, "--to", to, "--torch-repo", repo, "--backend", "docker",
-            "--build", "cp behaviour \"$BISECT_ARTIFACTS/out\"", "--test", AS_IS_TEST,
+            "--build", build, "--test", AS_IS_TEST,
             "--no-nightlies", "--gpus", "none", "--state", tmp_path / "st", "--cache-dir",
             tmp_path / "cache",
             "--quiet", "--json", *extra]
@@ -76,6 +85,11 @@ def test_the_image_tier_picks_the_adjacent_releases_with_no_build(releases, tmp_
     assert res["prebuilt"] == len(images)
     answer = {p.idx: p for p in probes if p.details["tier"] != "image"}
     assert answer[59].verdict.value == "pass" and answer[60].verdict.value == "fail"
+    # Case E: the builds ran in the older of the two adjacent releases, not in --from's.
+    assert {p.details["base_image"] for p in builds} == {"nvcr.io/nvidia/pytorch:90.03-py3"}
+    markers = {m.read_text().strip()
+               for m in (tmp_path / "cache" / "artifacts").glob("*/base-marker")}
+    assert markers == {"90.03"}
 
 
 def test_releases_that_behave_alike_stop_before_any_build(releases, tmp_path, run_cli):
