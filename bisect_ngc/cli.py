@@ -26,7 +26,7 @@ from .progress import make_events, say
 from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask,
                        options_from, question_options, run_settings)
 from .report import write_report
-from .search import RepeatPolicy, expected_probes, expected_rounds
+from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from .store import StateLock, Store
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
@@ -214,7 +214,7 @@ def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
         titles = q.span.history.info([q.span.old, q.span.new])
         out.update(n_candidates=n, expected_rounds=expected_rounds(n + 1, jobs),
                    expected_probes=expected_probes(n + 1, jobs) * repeat,
-                   where=q.backend.describe())
+                   where=q.backend.describe(), tiers=_tier_plan(q, n + 1, jobs))
         for side, sha in (("old", q.span.old), ("new", q.span.new)):
             out["endpoints"][side].update(commit=sha, title=titles[sha].title)
     if as_json:
@@ -225,6 +225,20 @@ def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
         raise UserError(f"cannot list the candidates: {q.span_error.message}",
                         hint=q.span_error.hint)
     return 0
+
+
+def _tier_plan(q, n: int, jobs: int) -> list[dict[str, Any]]:
+    """The images first, when release mode probes them: which, and what they leave."""
+    images = q.image_points()
+    if not images:
+        return []
+    est = tiered_estimate(n, images, jobs)
+    return [{"tier": "image", "points": [images[i] for i in sorted(images)],
+             "expected_probes": est["tier_probes"], "expected_rounds": est["tier_rounds"]},
+            {"tier": "build", "widest": est["widest"], "expected_probes": est["build_probes"],
+             "expected_rounds": est["build_rounds"],
+             "base_image": "the older of the two adjacent releases the images narrow to"
+             if q.follows_narrowing() else q.recipe.image}]
 
 
 def _print_plan(out: dict[str, Any], brief: bool) -> None:
@@ -240,7 +254,18 @@ def _print_plan(out: dict[str, Any], brief: bool) -> None:
     else:
         click.echo(f"{out['n_candidates']} commits after the old endpoint on the first-parent "
                    f"path; without skips expect {out['expected_rounds']} round(s), at most "
-                   f"{out['expected_probes']} probe(s) with --jobs {out['jobs']}")
+                   f"{out['expected_probes']} probe(s) with --jobs {out['jobs']}"
+                   + (" if everything were built" if out.get("tiers") else ""))
+        for t in out.get("tiers", []):
+            if t["tier"] == "image":
+                click.echo(f"first, images as they are (no build): {', '.join(t['points'])}; "
+                           f"at most {t['expected_probes']} probe(s) in "
+                           f"{t['expected_rounds']} round(s)")
+            else:
+                click.echo(f"then builds in {t['base_image']}: at most {t['widest']} commits "
+                           f"left, at most {t['expected_probes']} probe(s) in "
+                           f"{t['expected_rounds']} round(s), the two releases' own commits "
+                           f"first")
     recipe = out["recipe"]
     click.echo(f"backend: {out['backend']}")
     for key, value in sorted(out.get("where", {}).items()):

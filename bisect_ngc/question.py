@@ -290,13 +290,23 @@ class Question:
 
     def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
         tiers = self.tiers()
-        o = self.opts
-        follows = o.release_mode and not (o.base_image or o.image) and \
-            any(t.name == "image" for t in tiers)
+        follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
                          events=events, ships=self.ships, tiers=tiers,
                          overlays=self.overlays(), swaps=self.swaps(tiers),
                          rebase=self.rebased if follows else None)
+
+    def follows_narrowing(self) -> bool:
+        o = self.opts
+        return o.release_mode and not (o.base_image or o.image)
+
+    def image_points(self) -> dict[int, str]:
+        """The release images on the path, by candidate index (catalog only, no I/O)."""
+        o = self.opts
+        if not o.release_mode or o.no_images or "image" not in self.backend.tiers:
+            return {}
+        tier = image_tier(self.span, self.catalog, self.old, self.new)
+        return {i: s.label for i, s in tier.sources.items()}
 
     def rebased(self, image: str) -> tuple[Recipe, Backend, Overlays | None]:
         """The recipe, backend and overlays for builds in `image`: the older of the two

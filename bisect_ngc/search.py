@@ -320,6 +320,19 @@ def expected_probes(n: int, jobs: int) -> int:
     return 2 + jobs * ceil_log(n - 1, jobs + 1)
 
 
+def tiered_estimate(n: int, points: Collection[int], jobs: int) -> dict[str, int]:
+    """What a plan expects when a prebuilt tier at `points` (indices, with both ends)
+    narrows first: its probes and rounds, the widest stretch between two adjacent points
+    that builds may be left with, and the builds' probes (both ends of that stretch
+    probed again in the build environment, then the bisection) and rounds."""
+    inner = sorted({0, n - 1} | {i for i in points if 0 < i < n - 1})
+    widest = max(b - a for a, b in zip(inner, inner[1:]))
+    return {"tier_probes": expected_probes(len(inner), jobs),
+            "tier_rounds": expected_rounds(len(inner), jobs), "widest": widest,
+            "build_probes": expected_probes(widest + 1, jobs),
+            "build_rounds": expected_rounds(widest + 1, jobs)}
+
+
 def ceil_log(x: int, base: int) -> int:
     """Smallest r with base**r >= x, in integers (no float rounding)."""
     r, p = 0, 1
@@ -330,5 +343,5 @@ def ceil_log(x: int, base: int) -> int:
 
 
 __all__ = ["Verdict", "Status", "RepeatPolicy", "Round", "Result", "next_step", "next_in_subset",
-           "open_interval", "skip_limit",
+           "open_interval", "skip_limit", "tiered_estimate",
            "combine_runs", "runs_settled", "expected_rounds", "expected_probes", "ceil_log"]

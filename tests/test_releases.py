@@ -228,3 +228,23 @@ def test_catalog_endpoint_kinds():
     assert cat.endpoint("abc123").kind == "commit"
     with pytest.raises(UserError):
         cat.endpoint("Not An Image:!!")
+
+
+def test_plan_shows_the_images_first_then_builds_in_the_narrowed_release(fake_torch, run_cli):
+    repo, shas = fake_torch
+    code, out, err = run_cli(["plan", "--from", "90.01", "--to", "90.03", "--torch-repo",
+                              str(repo), "--backend", "docker", "--build", BUILD, "--test", TEST,
+                              "--json"])
+    assert code == 0, err
+    images, builds = json.loads(out)["tiers"]
+    assert images["points"] == ["NGC 90.01", "NGC 90.02", "NGC 90.03"]
+    assert images["expected_probes"] == 3 and builds["widest"] == 50
+    assert builds["base_image"].startswith("the older of the two adjacent releases")
+    assert builds["expected_probes"] == 2 + 6          # both ends, then ⌈log2 50⌉
+    code, out, _ = run_cli(["plan", "--from", "90.01", "--to", "90.03", "--torch-repo",
+                            str(repo), "--backend", "docker", "--build", BUILD, "--test", TEST])
+    assert "first, images as they are (no build): NGC 90.01, NGC 90.02, NGC 90.03" in out
+    code, out, _ = run_cli(["plan", "--from", "90.01", "--to", "90.03", "--torch-repo",
+                            str(repo), "--backend", "docker", "--no-images", "--build", BUILD,
+                            "--test", TEST, "--json"])
+    assert json.loads(out)["tiers"] == []

@@ -286,3 +286,11 @@ def test_the_question_is_one_list_without_blank_lines(tmp_path, run_cli):
     question = md.split("## The question")[1].split("- Test:")[0]
     items = question[question.index("- Repository"):].rstrip("\n")
     assert "\n\n" not in items, items
+
+
+def test_every_evidence_line_names_its_environment(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 12, 5)
+    code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
+    md = Path(json.loads(out)["report"]).read_text()
+    evidence = md.split("## Evidence")[1].split("## Probes")[0]
+    assert evidence.count("- environment: a build of this commit on the backend's host") == 2
