@@ -50,27 +50,18 @@ def simulate(sizes: list[int]) -> None:
 
 
 def docker_images(n: int, tmp: Path) -> tuple[str, str]:
-    import docker
     from tests.test_components import wheel
-    client = docker.from_env()
-    tags = []
+    from tests.test_docker_backend import IMAGE, commit_image
     for side in ("a", "b"):
         wheels = tmp / f"w{n}{side}"
         wheels.mkdir()
         for k in range(n):
             wheel(wheels, f"pkg{k:03d}", "1.0" if side == "a" else "2.0",
                   {f"pkg{k:03d}/__init__.py": f"behaviour = {side!r}\n"})
-        box = client.containers.create(
-            "bisect-ngc-test/debian-build:bookworm-git",
-            ["/bin/sh", "-c", "pip install -q --no-deps --no-index --break-system-packages "
-                              "/w/*.whl"], volumes=[f"{wheels}:/w:ro"])
-        box.start()
-        assert box.wait()["StatusCode"] == 0
-        tag = f"bisect-ngc-bench/attribution:{n}{side}"
-        box.commit(repository=tag.split(":")[0], tag=tag.split(":")[1])
-        box.remove()
-        tags.append(tag)
-    return tags[0], tags[1]
+        commit_image(IMAGE, "pip install -q --no-deps --no-index --break-system-packages "
+                            "/w/*.whl", "bisect-ngc-bench/attribution", f"{n}{side}",
+                     volumes=[f"{wheels}:/w:ro"])
+    return (f"bisect-ngc-bench/attribution:{n}a", f"bisect-ngc-bench/attribution:{n}b")
 
 
 def end_to_end(sizes: list[int]) -> None:

@@ -118,3 +118,34 @@ def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
     answer, probes, _ = run(names, lambda s: need <= s)
     assert set(answer.culprits) == need
     assert probes <= len(need) * (math.ceil(math.log2(len(names))) + 1) + 2
+
+
+# --- what a swap can do (components.py, no engine) ----------------------------------
+
+def test_swaps_that_cannot_be_made_say_why():
+    from bisect_ngc.components import Component, cannot_swap
+    added = Component("py:newpkg", None, "1.0")
+    gone = Component("py:oldpkg", "1.0", None)
+    lib = Component("lib:libnccl", "libnccl.so.2.21.5", "libnccl.so.2.23.4")
+    assert cannot_swap(added, "a", "3.10", "3.10") == ""
+    assert "not in the other image" in cannot_swap(gone, "a", "3.10", "3.10")
+    assert "take them out" in cannot_swap(added, "b", "3.10", "3.10")
+    assert "built for Python 3.12; this image runs 3.10" in cannot_swap(
+        Component("py:te", "1.10", "2.6"), "a", "3.10", "3.12")
+    assert cannot_swap(lib, "a", "3.10", "3.12") == ""       # a library knows no Python
+
+
+def test_the_diff_names_what_changed_and_nothing_else():
+    from bisect_ngc.components import diff
+    dist = lambda v, d: {"name": "x", "version": v, "base": "/s", "files": [], "digest": d}  # noqa
+    lib = lambda real, size: {"dir": "/l", "files": [], "real": real, "size": size}  # noqa
+    a = {"dists": {"same": dist("1", "d"), "bumped": dist("1", "d1"), "gone": dist("1", "g")},
+         "libs": {"libsame": lib("libsame.so.1", 10), "libnccl": lib("libnccl.so.2.21", 5)},
+         "env": {"KEEP": "1", "CHANGED": "a", "1BAD": "x"}}
+    b = {"dists": {"same": dist("1", "d"), "bumped": dist("2", "d2"), "new": dist("3", "n")},
+         "libs": {"libsame": lib("libsame.so.1", 10), "libnccl": lib("libnccl.so.2.23", 6)},
+         "env": {"KEEP": "1", "CHANGED": "b", "ADDED": "y"}}
+    found = {c.unit: (c.in_a, c.in_b) for c in diff(a, b)}
+    assert found == {"py:bumped": ("1", "2"), "py:gone": ("1", None), "py:new": (None, "3"),
+                     "lib:libnccl": ("libnccl.so.2.21", "libnccl.so.2.23"),
+                     "env:ADDED": (None, "y"), "env:CHANGED": ("a", "b")}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_docker_backend import IMAGE, PROBLEM, docker_client
+from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
 
@@ -58,17 +58,10 @@ def build_image(tag: str, side: str, tmp: Path) -> None:
               f"gcc -shared -fPIC -Wl,-soname,libbisectdemo.so.1 -o "
               f"/usr/local/lib/libbisectdemo.so.1.{minor} /w/demo.c; "
               f"ln -sf libbisectdemo.so.1.{minor} /usr/local/lib/libbisectdemo.so.1; ldconfig")
-    client = docker_client()
-    box = client.containers.create(IMAGE, ["/bin/sh", "-c", script],
-                                   volumes=[f"{wheels}:/w:ro"])
-    try:
-        box.start()
-        assert box.wait()["StatusCode"] == 0, box.logs().decode()
-        box.commit(repository="bisect-ngc-test/components", tag=side, changes=[
-            f"ENV DEMO_MODE={'old' if side == 'a' else 'new'}",
-            f"ENV DEMO_THREADS={'4' if side == 'a' else '8'}"])
-    finally:
-        box.remove(force=True)
+    commit_image(IMAGE, script, "bisect-ngc-test/components", side,
+                 volumes=[f"{wheels}:/w:ro"],
+                 changes=[f"ENV DEMO_MODE={'old' if side == 'a' else 'new'}",
+                          f"ENV DEMO_THREADS={'4' if side == 'a' else '8'}"])
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +167,42 @@ def test_release_mode_names_the_component_with_no_build(pair, tmp_path, run_cli,
     md = Path(res["report"]).read_text()
     assert "## Which part of the container" in md and "`env:DEMO_MODE`" in md
     assert "**culprit**" in md
+
+
+def test_an_image_without_python_is_one_sentence(pair, tmp_path, run_cli):
+    client = docker_client()
+    commit_image(pair[0], "rm -f /usr/bin/python3*", "bisect-ngc-test/components", "nopython")
+    try:
+        code, out, err = run_cli(["components", "--from", "bisect-ngc-test/components:nopython",
+                                  "--to", pair[1], "--test", "true", "--cache-dir",
+                                  tmp_path / "cache"])
+    finally:
+        client.images.remove("bisect-ngc-test/components:nopython", force=True)
+    assert code == 2 and "could not read the components of" in err and "hint:" in err
+    code, _, err = run_cli(["components", "--from", "no/such-image:1", "--to", pair[1],
+                            "--test", "true", "--cache-dir", tmp_path / "cache"])
+    assert code == 2 and "is not on this Docker engine" in err
+
+
+def test_a_killed_attribution_resumes_without_repeating_a_swap(pair, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    args = [sys.executable, "-m", "bisect_ngc", "components", "--from", pair[0], "--to",
+            pair[1], "--test", 'sleep 0.5; test "$DEMO_MODE" = old', "--cache-dir",
+            str(tmp_path / "cache")]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sessions = tmp_path / "cache" / "components" / "sessions"
+    end = time.monotonic() + 120
+    while not any(len(json.loads(p.read_text())) >= 4 for p in sessions.glob("*.json")):
+        assert time.monotonic() < end and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(json.loads(next(sessions.glob("*.json")).read_text())) - 2   # less plain
+    again = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=300)
+    res = json.loads(again.stdout)
+    ran_again = again.stderr.count("'s components (")
+    assert res["attribution"]["culprits"] == ["env:DEMO_MODE"]
+    assert done_before + ran_again == len(res["swaps"]), again.stderr

@@ -54,6 +54,19 @@ def docker_errors():
     return docker.errors
 
 
+def commit_image(base: str, script: str, repository: str, tag: str, *,
+                 volumes: list[str] | None = None, changes: list[str] | None = None) -> None:
+    """A new image: `script` run in a container of `base`, committed as repository:tag."""
+    box = docker_client().containers.create(base, ["/bin/sh", "-c", script],
+                                            volumes=volumes or [])
+    try:
+        box.start()
+        assert box.wait()["StatusCode"] == 0, box.logs().decode()
+        box.commit(repository=repository, tag=tag, changes=changes or [])
+    finally:
+        box.remove(force=True)
+
+
 def containers(label: str) -> list:
     return docker_client().containers.list(all=True, filters={"label": label})
 

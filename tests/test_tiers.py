@@ -17,7 +17,7 @@ from benchmarks.repos import make_repo
 from bisect_ngc.store import Store
 from bisect_ngc.tiers import parse_index
 
-from .test_docker_backend import IMAGE, PROBLEM, docker_client
+from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
 
@@ -41,15 +41,9 @@ def releases(tmp_path, monkeypatch):
             ("90.04", shas[90]), ("90.05", shas[110])]
     monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(tmp_path, rows)))
     client = docker_client()
-    for name, _ in rows:
-        box = client.containers.create(IMAGE, ["/bin/sh", "-c",
-                                               f"echo {name} > /etc/base-marker"])
-        try:     # each image says which release it is: builds show where they ran
-            box.start()
-            box.wait()
-            box.commit(repository="nvcr.io/nvidia/pytorch", tag=f"{name}-py3")
-        finally:
-            box.remove(force=True)
+    for name, _ in rows:     # each image says which release it is: builds show where they ran
+        commit_image(IMAGE, f"echo {name} > /etc/base-marker", "nvcr.io/nvidia/pytorch",
+                     f"{name}-py3")
     yield tmp_path / "pytorch", shas
     for name, _ in rows:
         client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3", force=True)
@@ -242,13 +236,7 @@ def marked_release(tmp_path, monkeypatch):
     monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(tmp_path, rows)))
     client = docker_client()
     client.images.get(IMAGE).tag("nvcr.io/nvidia/pytorch:90.01-py3")
-    box = client.containers.create(IMAGE, ["/bin/sh", "-c", "touch /etc/ngc-marker"])
-    try:
-        box.start()
-        box.wait()
-        box.commit(repository="nvcr.io/nvidia/pytorch", tag="90.02-py3")
-    finally:
-        box.remove(force=True)
+    commit_image(IMAGE, "touch /etc/ngc-marker", "nvcr.io/nvidia/pytorch", "90.02-py3")
     yield tmp_path / "pytorch", shas
     for name in ("90.01", "90.02"):
         client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3", force=True)

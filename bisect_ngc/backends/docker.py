@@ -394,6 +394,8 @@ class DockerContainers:
             box.start()
             code = box.wait().get("StatusCode")
             return code, box.logs(stdout=True, stderr=False).decode(errors="replace")
+        except APIError as exc:           # the command could not start (no such program)
+            return None, _short(exc)
         finally:
             box.remove(force=True)
 
@@ -401,7 +403,8 @@ class DockerContainers:
                     mounts: list[tuple[Path, str, bool]]) -> str:
         code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
         if code != 0:
-            raise UserError(f"could not read the components of {image} (python3 exited {code})",
+            why = f"python3 exited {code}" if code is not None else "no python3 to start"
+            raise UserError(f"could not read the components of {image} ({why})",
                             hint="the image needs python3; is it a PyTorch image?")
         return out.strip().splitlines()[-1] if out.strip() else "{}"
 
