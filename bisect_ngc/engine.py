@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
+from .environments import of_probe
 from .history import History
 from .recipes import Recipe
 from .search import (RepeatPolicy, Result, Round, Status, Verdict, next_in_subset,
@@ -356,9 +357,8 @@ class Bisection:
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
-        details = dict(out.details, tier=req.tier)
-        if req.tier != "image" and self.recipe.image:
-            details["base_image"] = self.recipe.image
+        details = dict(out.details, tier=req.tier, environment=of_probe(
+            req.tier, req.source.ref if req.source else "", self.recipe.image).as_dict())
         if req.source:
             details["source"] = req.source.label
             if req.source.why:

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from .engine import tally
+from .environments import Environment
 from .search import Verdict, ceil_log, open_interval
 from .store import ProbeRecord, Store
 
@@ -109,6 +110,11 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _environment(p: ProbeRecord) -> str:
+    env = Environment.from_dict(p.details.get("environment"))
+    return env.show() if env else f"{p.details.get('tier', 'build')} (recorded before environments)"
+
+
 def _wall(probes: list[ProbeRecord]) -> float:
     total = 0.0
     for rnd in {p.round for p in probes}:
@@ -193,7 +199,8 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     for role, info in (("first new-behaviour commit", first), ("its first parent", last)):
         p = by_idx.get(info["index"]) if info else None
         if p is not None:
-            evidence.append({"role": role, "commit": info, "probe": p, "details": p.details})
+            evidence.append({"role": role, "commit": info, "probe": p, "details": p.details,
+                             "environment": _environment(p)})
     overlaid = {e["commit"]["sha"] for e in evidence if e["details"].get("tier") == "overlay"}
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     performed = [p for p in probes if not p.cached]

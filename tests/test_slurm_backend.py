@@ -517,7 +517,7 @@ def test_the_image_tier_runs_as_test_only_jobs_in_each_image(tmp_path, run_cli, 
     # the two adjacent releases' own commits in the build environment first (the evidence
     # rule), then the commits between them, all built in the older one's image
     assert {50, 80} <= {p.idx for p in builds} <= set(range(50, 81))
-    assert {p.details["base_image"] for p in builds} == {"nvcr.io/nvidia/pytorch:90.03-py3"}
+    assert {p.details["environment"]["base"] for p in builds} == {"nvcr.io/nvidia/pytorch:90.03-py3"}
     imported = set((tmp_path / "imported").read_text().split())
     assert {"docker://nvcr.io/nvidia/pytorch:90.03-py3",
             "docker://nvcr.io/nvidia/pytorch:90.04-py3"} <= imported

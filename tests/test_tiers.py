@@ -80,12 +80,12 @@ def test_the_image_tier_picks_the_adjacent_releases_with_no_build(releases, tmp_
     answer = {p.idx: p for p in probes if p.details["tier"] != "image"}
     assert answer[59].verdict.value == "pass" and answer[60].verdict.value == "fail"
     # Case E: the builds ran in the older of the two adjacent releases, not in --from's.
-    assert {p.details["base_image"] for p in builds} == {"nvcr.io/nvidia/pytorch:90.03-py3"}
+    assert {p.details["environment"]["base"] for p in builds} == {"nvcr.io/nvidia/pytorch:90.03-py3"}
     markers = {m.read_text().strip()
                for m in (tmp_path / "cache" / "artifacts").glob("*/base-marker")}
     assert markers == {"90.03"}
     evidence = Path(res["report"]).read_text().split("## Evidence")[1].split("## Probes")[0]
-    assert evidence.count("a build of this commit in `nvcr.io/nvidia/pytorch:90.03-py3`") == 2
+    assert evidence.count("a build wheel in `nvcr.io/nvidia/pytorch:90.03-py3`") == 2
 
 
 def test_releases_that_behave_alike_stop_before_any_build(releases, tmp_path, run_cli):

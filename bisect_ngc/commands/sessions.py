@@ -76,7 +76,8 @@ def log(state, session, as_json):
             "reason": p.reason, "exit_code": p.exit_code, "build_s": p.build_s,
             "test_s": p.test_s, "checkout_s": p.details.get("checkout_s"), "cached": p.cached,
             "runs": p.runs, "logs": p.logs, "tier": p.details.get("tier", "build"),
-            "source": p.details.get("source")} for p in probes])
+            "source": p.details.get("source"), "environment": p.details.get("environment")}
+            for p in probes])
         return 0
     n = len(rec.candidates)
     click.echo(f"session {rec.id} ({rec.status.value}), {n - 1} candidates")
