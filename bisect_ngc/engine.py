@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
-from .environments import of_probe
+from .environments import Environment, of_probe, paired
 from .history import History
 from .recipes import Recipe
 from .search import (RepeatPolicy, Result, Round, Status, Verdict, next_in_subset,
@@ -170,6 +170,12 @@ class Bisection:
         self.env = backend.environment()
         return recipe, backend, overlays
 
+    def _paired(self, found: Result) -> Result:
+        """The last guard against a confident wrong answer (environments.paired)."""
+        envs = {p.idx: Environment.from_dict(p.details.get("environment"))
+                for p in self.store.probes(self.session.id)}
+        return paired(found, {i: e for i, e in envs.items() if e is not None})
+
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
         """A verdict for the search; where an image decided a commit, the search keeps the
         image's verdict and a build's is kept aside for _same_environment."""
@@ -267,6 +273,7 @@ class Bisection:
                 self._follow_narrowing(verdicts)
                 tier, step = self.plan(verdicts)
                 if isinstance(step, Result):
+                    step = self._paired(step)
                     result = self.result(step)
                     self.store.set_status(sid, SessionStatus(step.status.value), result)
                     return result

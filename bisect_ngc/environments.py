@@ -8,8 +8,10 @@ be paired.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from .search import Result, Status
 
 HOST = "host"
 
@@ -62,3 +64,23 @@ def of_probe(tier: str, source_ref: str, base_image: str | None) -> Environment:
     if tier == "image":
         return Environment(source_ref)
     return Environment(base_image or HOST, (Layer("wheel", tier, source_ref),))
+
+
+def unpaired(old: Environment, new: Environment) -> str:
+    """Why two verdicts cannot be the two sides of an answer, or ""."""
+    if old.comparable(new):
+        return ""
+    return (f"the last old-behaviour verdict comes from {old.show()} and the first "
+            f"new-behaviour one from {new.show()}: they differ in more than the commit, so "
+            f"neither names the change")
+
+
+def paired(found: Result, environments: Mapping[int, "Environment"]) -> Result:
+    """`found` only when its two verdicts come from comparable environments; else the
+    range between them, ambiguous, saying why."""
+    ends = [environments.get(i) for i in (found.last_old, found.first_new)]
+    if found.status is not Status.FOUND or None in ends or not unpaired(*ends):
+        return found
+    return replace(found, status=Status.AMBIGUOUS, first_new=None,
+                   candidates=tuple(range(found.last_old + 1, found.first_new + 1)),
+                   explanation=unpaired(*ends))

@@ -150,19 +150,3 @@ def test_the_diff_names_what_changed_and_nothing_else():
                      "lib:libnccl": ("libnccl.so.2.21", "libnccl.so.2.23"),
                      "env:ADDED": (None, "y"), "env:CHANGED": ("a", "b")}
 
-
-# --- environments ------------------------------------------------------------------
-
-def test_environments_pair_only_probes_that_differ_in_the_probed_commit():
-    from bisect_ngc.environments import HOST, Environment, of_probe
-    image = of_probe("image", "nvcr.io/nvidia/pytorch:24.10-py3", "ignored")
-    built = of_probe("build", "", "nvcr.io/nvidia/pytorch:24.09-py3")
-    nightly = of_probe("nightly", "https://x/torch-2.5.whl", "nvcr.io/nvidia/pytorch:24.09-py3")
-    elsewhere = of_probe("build", "", "nvcr.io/nvidia/pytorch:24.05-py3")
-    assert image.as_is and not built.as_is
-    assert built.comparable(nightly) and nightly.comparable(built)
-    assert not image.comparable(built) and not built.comparable(elsewhere)
-    assert of_probe("build", "", None).base == HOST
-    assert Environment.from_dict(nightly.as_dict()) == nightly
-    assert image.show() == "the image `nvcr.io/nvidia/pytorch:24.10-py3` as it is"
-    assert nightly.show() == "a nightly wheel in `nvcr.io/nvidia/pytorch:24.09-py3`"
