@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from .wheel_overlay import Overlays
 
 
+class Interrupted(KeyboardInterrupt):
+    """A probe ended by an interruption (Ctrl-C reached its container or process first):
+    nothing is recorded for it, and the run stops as if interrupted itself."""
+
+
 @dataclass
 class Range:
     """What is being bisected: a repository and a first-parent candidate list."""
@@ -302,9 +307,10 @@ class Bisection:
         for i in step.indices:
             commit = self.span.candidates[i]
             source, hit = self._lookup(tier, i, lo, hi)
-            if hit is None and source is not None and source.tier == "overlay" and \
-                    not self.overlays.make(i, source):
-                source = None        # refused: build it after all (no build verdict cached)
+            if hit is None and source is not None and source.tier == "overlay":
+                made = self.overlays.make(i, source)
+                if not made:
+                    source = None    # refused: build it after all (no build verdict cached)
             if hit is not None:
                 hit.round, hit.idx = rnd, i
                 hit.started = hit.ended = time.time()
@@ -319,7 +325,7 @@ class Bisection:
         started = time.time()
         for req, outcome in self.backend.run_round(requests, self.events.phase):
             if outcome.transient:
-                raise KeyboardInterrupt
+                raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
             rec = self._record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
             self._remember([req.commit])

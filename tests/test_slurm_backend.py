@@ -546,3 +546,26 @@ def test_overlay_probes_are_test_only_jobs(tmp_path, run_cli, jobs):
     assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "overlay")
     assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
     assert res["builds"] == sum(t == "build" for t in tiers.values()) < 6
+
+
+# --- the judgement of polling, without a cluster ------------------------------------
+
+def test_a_task_that_left_the_queue_ends_as_its_accounting_says():
+    from bisect_ngc.backends.slurm import UNACCOUNTED_AFTER_S, task_end
+    assert task_end("COMPLETED", "COMPLETED", 5) == "COMPLETED"
+    assert task_end(None, "NODE_FAIL", 5) == "NODE_FAIL"          # the build decided it
+    assert task_end("CANCELLED", "OUT_OF_MEMORY", 5) == "OUT_OF_MEMORY"
+    assert task_end("FAILED", "NODE_FAIL", 5) == "FAILED"         # the test ran: its own end
+    assert task_end(None, None, 5) is None                        # not accounted for yet
+    assert task_end(None, None, UNACCOUNTED_AFTER_S + 1) == "UNKNOWN"
+    assert task_end("RUNNING", None, 1000) is None
+
+
+def test_the_queue_says_which_phase_a_probe_is_in():
+    from bisect_ngc.backends.slurm import queue_phase
+    rec = {"build_job": "10", "test_job": "11", "task": 2}
+    assert queue_phase(rec, {"10_2": "RUNNING", "11": "PENDING"}) == "build"
+    assert queue_phase(rec, {"11_2": "RUNNING"}) == "test"
+    assert queue_phase(rec, {"11": "PENDING"}) == "queued"       # a pending array range
+    assert queue_phase(rec, {}) is None
+    assert queue_phase({"build_job": None, "test_job": "11", "task": 0}, {}) is None

@@ -74,6 +74,38 @@ class SlurmSettings:
     poll_max: float = 30.0
 
 
+# A task that neither the queue nor the accounting knows this long after it was submitted
+# is lost and resubmitted: slurmdbd records a job seconds after it starts, and a busy
+# controller may take a minute to answer.
+UNACCOUNTED_AFTER_S = 120.0
+
+
+def queue_phase(rec: dict[str, Any], states: dict[str, str]) -> str | None:
+    """What squeue says a probe's tasks are doing: build, test, queued, or None once
+    neither task is in the queue."""
+    def state(job: str | None) -> str | None:
+        return states.get(f"{job}_{rec['task']}") or states.get(job) if job else None
+    test, build = state(rec["test_job"]), state(rec["build_job"])
+    if test in ("RUNNING", "COMPLETING"):
+        return "test"
+    if build in ("RUNNING", "COMPLETING"):
+        return "build"
+    return None if test is None and build is None else "queued"
+
+
+def task_end(test_state: str | None, build_state: str | None, age_s: float) -> str | None:
+    """How a probe task that left the queue without a result ended, from the accounting
+    states of its test and build array tasks; None while that is not known yet."""
+    if build_state in RETRYABLE | {"TIMEOUT", "OUT_OF_MEMORY", "FAILED"} and \
+            test_state in (None, "CANCELLED", "PENDING"):
+        test_state = build_state    # the build task's end decided the test task's fate
+    if test_state in ENDED:
+        return test_state
+    if test_state is None and age_s > UNACCOUNTED_AFTER_S:
+        return "UNKNOWN"
+    return None
+
+
 class Scheduler:
     """The Slurm commands, with errors turned into UserError."""
 
@@ -406,17 +438,11 @@ class SlurmBackend:
                                    for k in ("build_job", "test_job") if probes[c][k]})
             gone = []
             for commit in sorted(pending):
-                rec = probes[commit]
-                state = states.get(f"{rec['test_job']}_{rec['task']}") or \
-                    states.get(rec["test_job"])
-                bstate = states.get(f"{rec['build_job']}_{rec['task']}") or \
-                    states.get(rec["build_job"])
-                if state in ("RUNNING", "COMPLETING"):
-                    on_phase(by_commit[commit], "test")
-                elif bstate in ("RUNNING", "COMPLETING"):
-                    on_phase(by_commit[commit], "build")
-                if state is None and bstate is None:
+                phase = queue_phase(probes[commit], states)
+                if phase is None:
                     gone.append(commit)
+                elif phase in ("build", "test"):
+                    on_phase(by_commit[commit], phase)
             progressed = False
             for commit, ended in self._ended({c: probes[c] for c in gone}).items():
                 progressed = True
@@ -491,15 +517,11 @@ class SlurmBackend:
         for commit, rec in recs.items():
             if self._result_path(rec).exists():
                 continue     # it finished between the two looks
-            state = states.get(f"{rec['test_job']}_{rec['task']}")
-            bstate = states.get(f"{rec['build_job']}_{rec['task']}")
-            if bstate in RETRYABLE | {"TIMEOUT", "OUT_OF_MEMORY", "FAILED"} and state in (
-                    None, "CANCELLED", "PENDING"):
-                state = bstate   # the build task's end decided the test task's fate
-            if state in ENDED:
-                ended[commit] = state
-            elif state is None and time.time() - rec.get("submitted", 0) > 120:
-                ended[commit] = "UNKNOWN"
+            end = task_end(states.get(f"{rec['test_job']}_{rec['task']}"),
+                           states.get(f"{rec['build_job']}_{rec['task']}"),
+                           time.time() - rec.get("submitted", 0))
+            if end is not None:
+                ended[commit] = end
         return ended
 
     def _handle_end(self, commit: str, rec: dict[str, Any], state: str,
