@@ -341,7 +341,7 @@ class Bisection:
         return ProbeRequest(
             session=sid, commit=commit, index=index, slot=slot, runs=self.settings.repeat,
             policy=self.settings.policy, log_dir=logs / source.tier if source else logs,
-            artifacts=self.store.root / "artifacts" / self.build_key[:12] / commit,
+            artifacts_dir=self.store.root / "artifacts" / self.build_key[:12] / commit,
             expect_commit=self.recipe.expect_torch_commit, source=source)
 
     def predicted_session(self) -> tuple[str, dict[int, Verdict]]:

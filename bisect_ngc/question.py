@@ -261,10 +261,10 @@ def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
         shared = Path(cfg.pop("shared_dir", None) or opts.state / "slurm").expanduser().resolve()
         cfg.update(shared_dir=shared, worktrees=shared / "worktrees" / repo)
         return BackendSetup(recipe, span.history, store, opts.cache_dir,
-                            artifacts=_artifacts(opts, shared / "artifacts"), say=say,
+                            artifact_store=_artifacts(opts, shared / "artifacts"), say=say,
                             options=cfg)
     return BackendSetup(recipe, span.history, store, opts.cache_dir,
-                        artifacts=_artifacts(opts, opts.cache_dir / "artifacts"), say=say,
+                        artifact_store=_artifacts(opts, opts.cache_dir / "artifacts"), say=say,
                         options={"worktrees": opts.state / "worktrees" / repo})
 
 
@@ -405,7 +405,7 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     setup = backend_setup(opts, span, recipe, store, say)
     backend = backends.create(opts.backend_name, setup)
     return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,
-                    setup.artifacts)
+                    setup.artifact_store)
 
 
 # --- the options on the command line, and their meaning ---------------------------

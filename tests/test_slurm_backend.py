@@ -249,7 +249,7 @@ def backend(tmp_path):
 
 def requests(n=2):
     return [ProbeRequest(session="s-1", commit=f"{i:040x}", index=i, slot=i, runs=3,
-                         policy=RepeatPolicy.ANY, log_dir=Path("/tmp"), artifacts=Path("/tmp"))
+                         policy=RepeatPolicy.ANY, log_dir=Path("/tmp"), artifacts_dir=Path("/tmp"))
             for i in range(n)]
 
 

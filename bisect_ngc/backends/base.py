@@ -55,7 +55,7 @@ class ProbeRequest:
     runs: int                 # test executions wanted (--repeat)
     policy: RepeatPolicy
     log_dir: Path             # absolute; the backend writes build.log / test-N.log here
-    artifacts: Path           # absolute; BISECT_ARTIFACTS for this commit
+    artifacts_dir: Path       # absolute; BISECT_ARTIFACTS for this commit
     expect_commit: bool = False   # the test's JSON must report torch_git_version == commit
     source: Source | None = None  # probe this prebuilt artifact instead of building
 
@@ -79,7 +79,7 @@ class BackendSetup:
     history: "History"
     store: "Store"
     cache_dir: Path
-    artifacts: Path                 # the one content-addressed build store
+    artifact_store: Path            # the one content-addressed build store
     say: Callable[[str], None]
     options: dict[str, Any] = field(default_factory=dict)   # backend-specific settings
 
@@ -147,7 +147,7 @@ def fetch_prebuilt(artifacts: "ArtifactStore", req: ProbeRequest,
 
 def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
     return {"BISECT_COMMIT": req.commit, "BISECT_WORKTREE": str(worktree),
-            "BISECT_ARTIFACTS": str(req.artifacts)}
+            "BISECT_ARTIFACTS": str(req.artifacts_dir)}
 
 
 def last_json_line(text: str) -> dict[str, Any]:

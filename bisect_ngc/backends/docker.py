@@ -105,7 +105,7 @@ class DockerBackend(ThreadedRounds):
     @classmethod
     def create(cls, setup: BackendSetup) -> "DockerBackend":
         return cls(setup.worktrees(setup.options["worktrees"]), setup.recipe,
-                   artifacts=ArtifactStore(setup.artifacts), cache_dir=setup.cache_dir,
+                   artifacts=ArtifactStore(setup.artifact_store), cache_dir=setup.cache_dir,
                    state_dir=setup.state, say=setup.say)
 
     # --- the interface -------------------------------------------------------------
@@ -264,7 +264,7 @@ class DockerBackend(ThreadedRounds):
             mounts.append(Mount(subs.root, str(subs.root)))
         if admin is not None:
             mounts.append(Mount(admin, str(admin), read_only=False))
-        mounts.append(Mount(artifacts, str(req.artifacts), read_only=not artifacts_rw))
+        mounts.append(Mount(artifacts, str(req.artifacts_dir), read_only=not artifacts_rw))
         return mounts + list(self.recipe.mounts)
 
     def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,

@@ -131,7 +131,7 @@ class LocalBackend(ThreadedRounds):
     @classmethod
     def create(cls, setup: BackendSetup) -> "LocalBackend":
         return cls(setup.worktrees(setup.options["worktrees"]), setup.recipe,
-                   state=setup.state, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
+                   state=setup.state, artifacts=ArtifactStore(setup.artifact_store), say=setup.say)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "host": socket.gethostname()}
@@ -151,7 +151,7 @@ class LocalBackend(ThreadedRounds):
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         r = self.recipe
         wt = self._checkout(req, on_phase, clean=r.clean)
-        req.artifacts.mkdir(parents=True, exist_ok=True)
+        req.artifacts_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
         build = None

@@ -167,7 +167,7 @@ class SlurmBackend:
         # On the shared dir: the nodes' checkouts borrow the submodule objects from it.
         return cls(setup.worktrees(worktrees, settings.shared_dir / "submodules"),
                    setup.recipe, settings=settings,
-                   store=setup.store, artifacts=ArtifactStore(setup.artifacts), say=setup.say)
+                   store=setup.store, artifacts=ArtifactStore(setup.artifact_store), say=setup.say)
 
     # --- the interface -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
