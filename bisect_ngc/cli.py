@@ -52,6 +52,8 @@ def cli() -> None:
       bisect-ngc slurm submit --from 24.09 --to 24.10 --partition cpu --gpu-partition gpu
     Sessions and the markdown report:
       bisect-ngc status ; bisect-ngc log ; bisect-ngc report
+    Which part of the container makes two images differ (Docker):
+      bisect-ngc components --from IMAGE_A --to IMAGE_B --test 'python -m repro'
     """
 
 
