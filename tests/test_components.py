@@ -206,3 +206,41 @@ def test_a_killed_attribution_resumes_without_repeating_a_swap(pair, tmp_path):
     ran_again = again.stderr.count("'s components (")
     assert res["attribution"]["culprits"] == ["env:DEMO_MODE"]
     assert done_before + ran_again == len(res["swaps"]), again.stderr
+
+
+def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_path, run_cli,
+                                                                    monkeypatch):
+    """Case B of issue 21: the images differ through their PyTorch. One swap says so, the
+    build environment reproduces both releases' verdicts at their own commits, and the
+    commit bisection names the commit, with builds in the older release's image."""
+    from benchmarks.repos import make_repo
+    from bisect_ngc.store import Store
+    from .test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", 40, 23)
+    monkeypatch.setenv("BISECT_NGC_CATALOG",
+                       str(catalog(tmp_path, [("90.01", shas[5]), ("90.02", shas[30])])))
+    client = docker_client()
+    for side, name in zip(pair, ("90.01", "90.02")):
+        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    # Builds leave `out`; an image as it is (or with a swap) answers through its torch.
+    test = ('if [ -f "$BISECT_ARTIFACTS/out" ]; then test "$(cat "$BISECT_ARTIFACTS/out")" = '
+            'old; else python3 -c "import torch, sys; sys.exit(torch.behaviour != \'a\')"; fi')
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
+            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
+            test, "--no-nightlies", "--gpus", "none", "--state", tmp_path / "st", "--cache-dir",
+            tmp_path / "cache", "--quiet", "--json"])
+    finally:
+        for name in ("90.01", "90.02"):
+            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[23], (res, err)
+    probes = Store(tmp_path / "st").probes(res["session"])
+    built = [p for p in probes if p.details["tier"] == "build"]
+    assert {0, 25} <= {p.idx for p in built}            # both releases' commits, built first
+    assert {p.details["environment"]["base"] for p in built} == \
+        {"nvcr.io/nvidia/pytorch:90.01-py3"}
+    swaps = json.loads(next((tmp_path / "cache" / "components" / "sessions").glob("*.json"))
+                       .read_text())
+    assert swaps[json.dumps(["a", ["py:torch"]])] == "b"  # A with B's torch behaves like B
