@@ -317,7 +317,7 @@ class Attributor:
         if lay.why_not:
             self.say(f"  {label}: skip ({lay.why_not})")
             return Side.SKIP
-        own = env_of(self.engine.config_env(self.images[target]))
+        own = inv[target]["env"]
         env = dict(lay.env)
         env["PYTHONPATH"] = ":".join(filter(None, [str(lay.directory / "site"),
                                                    own.get("PYTHONPATH")]))

@@ -84,8 +84,6 @@ class Bisection:
                  rebase: Callable[[str], tuple[Recipe, Backend, "Overlays | None"]] | None = None):
         self.store = store
         self.span = span
-        self.recipe = recipe
-        self.backend = backend
         self.settings = settings or Settings()
         self.events = events or Events()
         self.ships = ships or (lambda sha: [])
@@ -93,12 +91,10 @@ class Bisection:
         self.overlays = overlays
         self.swaps = swaps
         self.rebase = rebase      # builds follow the images' narrowing into the older release
+        self._followed = False
         self._carries: dict[tuple[int, int], bool | None] = {}
         self._between = (0, len(span.candidates) - 1)   # the images last compared
-        self.build_key = recipe.build_key()
-        self.test_key = digest([recipe.test_key(), self.settings.repeat,
-                                self.settings.policy.value])
-        self.env = backend.environment()
+        self._adopt(recipe, backend)
         self.identity = {
             "repo": span.repo_id, "old": span.old, "new": span.new, "backend": backend.name,
             "recipe": self.build_key, "test": self.test_key, "env": self.env,
@@ -152,28 +148,29 @@ class Bisection:
             cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
         return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
 
+    def _adopt(self, recipe: Recipe, backend: Backend) -> None:
+        """Probe with this recipe and backend from now on, under their cache keys."""
+        self.recipe, self.backend = recipe, backend
+        self.build_key = recipe.build_key()
+        self.test_key = digest([recipe.test_key(), self.settings.repeat,
+                                self.settings.policy.value])
+        self.env = backend.environment()
+
     def _follow_narrowing(self, verdicts: dict[int, Verdict]) -> None:
         """Once images narrow no further, builds run in the older of the two releases they
         narrowed to, not in the image --from named (months older than these commits)."""
         n = len(self.span.candidates)
         images = [t for t in self.tiers if t.name == "image"]
-        if self.rebase is None or not images or not self.image_verdicts or \
+        if self.rebase is None or self._followed or not images or not self.image_verdicts or \
                 any(next_in_subset(n, verdicts, t.sources, self.settings.jobs) for t in images):
             return
-        lo, _ = open_interval(n, verdicts)
-        ref, self._rebase, self.rebase = self._image_ref(lo), self.rebase, None
+        self._followed = True
+        ref = self._image_ref(open_interval(n, verdicts)[0])
         if ref is None or ref == self.recipe.image:
             return
-        self.recipe, self.backend, self.overlays = self.rebase_to(ref)
-
-    def rebase_to(self, ref: str) -> tuple[Recipe, Backend, "Overlays | None"]:
-        recipe, backend, overlays = self._rebase(ref)
+        recipe, backend, self.overlays = self.rebase(ref)
         backend.prepare()
-        self.build_key = recipe.build_key()
-        self.test_key = digest([recipe.test_key(), self.settings.repeat,
-                                self.settings.policy.value])
-        self.env = backend.environment()
-        return recipe, backend, overlays
+        self._adopt(recipe, backend)
 
     def _paired(self, found: Result) -> Result:
         """The last guard against a confident wrong answer (environments.paired)."""
