@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from . import measure
 from . import verdict as V
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -66,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
            "never a result about a build")
     a("--inject-unrelated-error", action="store_true",
       help="FAULT INJECTION: raise an unrelated error mid-step; must give exit 125")
+    measure.add_flags(ap)
     return ap
 
 
@@ -82,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--clone-grads is for --impl port: TE never copies its grads")
     if args.pipeline_warmup < 0 or args.num_microbatches < 1 or args.num_layers < 1:
         ap.error("--pipeline-warmup must be >= 0, --num-microbatches and --num-layers >= 1")
+    if args.measure and (args.emulate_prefix_as_tensor or args.inject_unrelated_error):
+        ap.error("--measure times steps; the fault injections are for the weak-ref check")
+    if args.measure_steps < 4 or args.warmup < 1:
+        ap.error("--measure-steps must be >= 4 and --warmup >= 1")
     info: dict[str, Any] = {
         "settings": vars(args).copy(), "fault_injection": bool(
             args.emulate_prefix_as_tensor or args.inject_unrelated_error),
@@ -89,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     start = time.perf_counter()
     try:
-        v = _run(args, info)
+        v = measure.measure(args, info) if args.measure else _run(args, info)
     except BaseException as exc:  # every exception gets a verdict
-        v = V.classify(exc)
+        v = V.cannot_test(f"--measure: {type(exc).__name__}") if args.measure else V.classify(exc)
         info["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
         _peak(info)
     info["wall_s"] = round(time.perf_counter() - start, 3)

@@ -134,3 +134,26 @@ def test_without_torch_it_is_an_import_error(tmp_path):
     (tmp_path / "torch.py").write_text("raise ImportError('torch is broken here')\n")
     code, out = _run_repro(tmp_path)
     assert code == 125 and out["reason"].startswith("import error")
+
+
+def test_measure_without_cuda_is_125_and_flops_count_the_routed_experts():
+    import argparse
+
+    from repro.measure import model_flops
+    code, out = _run_repro(ROOT, "--measure", "--measure-steps", "4")
+    assert code == 125 and out["settings"]["measure"] is True
+    a = argparse.Namespace(hidden_size=8, seq_length=4, micro_batch_size=1,
+                           num_attention_heads=2, num_query_groups=1, num_experts=4,
+                           moe_router_topk=2, ffn_hidden_size=16, num_layers=1)
+    per_token = (2 * 8 * 4 * 4 + 2 * 64 + 2 * 2 * 2 * 8 + 2 * 8 * 4
+                 + 2 * (2 * 8 * 32 + 2 * 16 * 8))
+    assert model_flops(a) == 3 * 4 * per_token
+    assert model_flops(argparse.Namespace(**{**vars(a), "moe_router_topk": 1})) < model_flops(a)
+
+
+@pytest.mark.parametrize("args", [["--measure", "--inject-unrelated-error"],
+                                  ["--measure", "--measure-steps", "2"]])
+def test_measure_flag_errors(args):
+    proc = subprocess.run([sys.executable, "-m", "repro", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--measure" in proc.stderr

@@ -67,3 +67,20 @@ def test_unrelated_error_cannot_test():
 def test_without_weak_refs_the_emulation_is_harmless():
     code, out = repro("--emulate-prefix-as-tensor", "--no-weak-ref", "--num-layers", "1")
     assert code == 0
+
+
+def test_measure_times_a_graphed_step_and_math_attention_is_slower():
+    code, out = repro("--measure", "--seq-length", "2048", "--micro-batch-size", "2")
+    assert code == 0 and out["cuda_graph"] is True and out["verdict"] == "works"
+    assert 0 < out["step_ms_p25"] <= out["step_ms"] and out["tflops"] > 0
+    assert out["tokens_per_s"] == pytest.approx(4096 / out["step_ms"] * 1e3, rel=1e-3)
+    code, math = repro("--measure", "--seq-length", "2048", "--micro-batch-size", "2",
+                       "--attention-backend", "math")
+    assert code == 0 and math["step_ms"] > out["step_ms"] * 1.02
+
+
+def test_measure_eager_and_errors_are_125():
+    code, out = repro("--measure", "--no-cuda-graph", "--measure-steps", "10")
+    assert code == 0 and out["cuda_graph"] is False and out["step_ms"] > 0
+    code, out = repro("--measure", "--hidden-size", "1000", "--num-attention-heads", "16")
+    assert code == 125 and out["exit_code"] == 125
