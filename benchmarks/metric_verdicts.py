@@ -4,7 +4,9 @@ Each trial bisects n candidates whose metric is lognormal noise around 1.0, shif
 `change` from a random culprit on; the comparator (bisect_ngc/comparator.py) and the pure
 search run exactly as the engine runs them (a round is `block` runs of each commit asked
 for). Prints, per setting: how often the culprit was found, how often a wrong commit was
-named, how often the endpoints were called "same", and the runs per probe (median).
+named, how often the endpoints were called "same", the runs per probe (those the search
+asked for, median) and the runs per bisection (with the runs of the interval's ends that
+each round measures beside the probed commit, as references taken at the same time).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc.comparator import Rule, confirm, judge  # noqa: E402
+from bisect_ngc.comparator import Rule, companions, confirm, judge  # noqa: E402
 from bisect_ngc.search import Result, Status, next_step  # noqa: E402
 
 
@@ -25,7 +27,8 @@ class Trial:
     status: str
     first_new: int | None
     culprit: int | None
-    runs: dict[int, int]
+    runs: dict[int, int]       # every run of each commit, as a reference of others too
+    own: dict[int, int]        # the runs each commit got when the search asked for it
 
     @property
     def right(self) -> bool:
@@ -37,46 +40,56 @@ class Trial:
 
 
 def bisect_once(n: int, change: float, noise: float, rule: Rule, rng: random.Random,
-                culprit: int | None = None) -> Trial:
-    """One bisection; change 0.0 is a null history (no culprit)."""
+                culprit: int | None = None, drift: float = 0.0) -> Trial:
+    """One bisection; change 0.0 is a null history (no culprit). `drift`: the machine's
+    speed takes a random step of this size (lognormal sigma) before each round."""
     if change and culprit is None:
         culprit = rng.randrange(1, n)
     level = {i: 1.0 + (change if culprit is not None and i >= culprit else 0.0)
              for i in range(n)}
-    samples: dict[int, list[float]] = {}
+    samples: dict[int, list[tuple[int, float]]] = {}
     attempts: dict[int, int] = {}
+    own: dict[int, int] = {}
+    machine, rnd = 1.0, 0
 
-    def measure(indices) -> None:
+    def measure(asked, indices) -> None:
+        nonlocal machine, rnd
+        rnd += 1
+        for i in asked:
+            own[i] = own.get(i, 0) + rule.block
+        machine *= rng.lognormvariate(0, drift) if drift else 1.0
         for _ in range(rule.block):           # interleaved, as the engine runs them
             for i in indices:
-                samples.setdefault(i, []).append(level[i] * rng.lognormvariate(0, noise))
+                value = machine * level[i] * rng.lognormvariate(0, noise)
+                samples.setdefault(i, []).append((rnd, value))
                 attempts[i] = attempts.get(i, 0) + 1
 
     while True:
         j = judge(n, samples, attempts, rule)
         if j.more:
-            measure(j.more)
+            measure(j.more, companions(j.more, j.verdicts, n))
             continue
         if j.difference is None or j.difference.call != "differ":
-            return Trial("no-change", None, culprit, attempts)
+            return Trial("no-change", None, culprit, attempts, own)
         step = next_step(n, j.verdicts)
         if isinstance(step, Result):
             step = confirm(step, samples, attempts, rule)
             if isinstance(step, tuple):
-                measure(step)
+                measure(step, companions(step, j.verdicts, n))
                 continue
             first = step.first_new if step.status is Status.FOUND else None
-            return Trial(step.status.value, first, culprit, attempts)
-        measure(step.indices)
+            return Trial(step.status.value, first, culprit, attempts, own)
+        measure(step.indices, companions(step.indices, j.verdicts, n))
 
 
 def summary(trials: list[Trial]) -> dict[str, float]:
-    per_probe = [r for t in trials for r in t.runs.values()]
+    per_probe = [r for t in trials for r in t.own.values()]
+    total = [sum(t.runs.values()) for t in trials]
     return {"found": sum(t.right for t in trials) / len(trials),
             "wrong": sum(t.wrong for t in trials) / len(trials),
             "no_change": sum(t.status == "no-change" for t in trials) / len(trials),
             "runs_median": statistics.median(per_probe),
-            "runs_max": max(per_probe)}
+            "runs_max": max(per_probe), "runs_total_median": statistics.median(total)}
 
 
 def main() -> int:
@@ -88,13 +101,16 @@ def main() -> int:
     rule = Rule()
     print(f"rule: p {rule.p}, min change {rule.min_change:.0%}, block {rule.block}, max runs "
           f"{rule.max_runs}; {args.trials} trials of {args.n} candidates each")
-    for change, noise in [(0.0, 0.02), (0.0, 0.10), (0.05, 0.02), (0.10, 0.03), (0.03, 0.01),
-                          (0.08, 0.05), (0.02, 0.002)]:
+    for change, noise, drift in [(0.0, 0.02, 0), (0.0, 0.10, 0), (0.0, 0.02, 0.03),
+                                 (0.05, 0.02, 0), (0.10, 0.03, 0), (0.03, 0.01, 0),
+                                 (0.08, 0.05, 0), (0.08, 0.05, 0.03), (0.02, 0.002, 0)]:
         rng = random.Random(args.seed)
-        s = summary([bisect_once(args.n, change, noise, rule, rng) for _ in range(args.trials)])
-        print(f"change {change:4.0%} noise {noise:5.1%}: found {s['found']:.3f}, wrong culprit "
-              f"{s['wrong']:.3f}, 'no change' {s['no_change']:.3f}, runs per probe median "
-              f"{s['runs_median']:g} max {s['runs_max']}")
+        s = summary([bisect_once(args.n, change, noise, rule, rng, drift=drift)
+                     for _ in range(args.trials)])
+        print(f"change {change:4.0%} noise {noise:5.1%} drift {drift:4.0%}: found "
+              f"{s['found']:.3f}, wrong culprit {s['wrong']:.3f}, 'no change' "
+              f"{s['no_change']:.3f}, runs per probe (its own) median {s['runs_median']:g} "
+              f"max {s['runs_max']}, runs per bisection (references included) median {s['runs_total_median']:g}")
     return 0
 
 

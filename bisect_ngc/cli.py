@@ -19,6 +19,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
+from .metric_options import metric_from, metric_options
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
@@ -67,6 +68,7 @@ def cli() -> None:
               help="Stop as ambiguous once more than this many commits between the "
                    "endpoints could not be tested, naming the stretch and the commonest "
                    "reason (0: never stop early).")
+@metric_options
 @json_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.option("--dry-run", is_flag=True,
@@ -80,6 +82,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
     where it stopped; verdicts are cached, so a repeated or overlapping bisection reuses
     them, and built wheels are reused across sessions and backends.
     """
+    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
     opts = options_from(params)
     settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
     settings.max_skips = max_skips or None
@@ -88,9 +91,10 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         for note in opts.notes:
             say(note)
         if dry_run:
-            return _dry_run(q.bisection(settings), q.backend)
+            return _dry_run(q.bisection(settings, metric=metric), q.backend)
         q.backend.prepare()
-        bis = q.bisection(settings, make_events(jobs, quiet or as_json and not sys.stderr.isatty()))
+        bis = q.bisection(settings, make_events(jobs, quiet or as_json and not sys.stderr.isatty()),
+                          metric=metric)
         try:
             result = bis.run()
         except KeyboardInterrupt:
@@ -146,6 +150,8 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
                   f"{summary['builds']} build(s){overlays}, "
                   f"{summary['cached']} from cache, {summary['rounds']} round(s), "
                   f"session {summary['session']}")
+    if summary.get("metric"):
+        _print_metric(summary["metric"])
     if status == "found":
         click.echo(f"First commit with the new behaviour ({summary['new_outcome']}; "
                    f"the old behaviour was {summary['old_outcome']}):")
@@ -189,6 +195,18 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
         for side, why in summary["endpoint_reasons"].items():
             click.echo(f"  {side} endpoint skipped: {why}")
         click.echo(tally_line)
+
+
+def _print_metric(m: dict[str, Any]) -> None:
+    rule = m["rule"]
+    click.echo(f"Metric {m['name']} ({m['better']} is better; {rule['test']}, p <= {rule['p']}, "
+               f"changes under {rule['min_change']:.1%} ignored):")
+    for key, label in (("endpoints", "old -> new endpoint"), ("culprit", "parent -> commit")):
+        e = m.get(key)
+        if e:
+            word = "worse" if e["worse"] else "better"
+            click.echo(f"  {label}: {e['change']:+.2%} ({word}; {e['confidence']:.1%} interval "
+                       f"{e['low']:+.2%} .. {e['high']:+.2%}, p = {e['p']:.2g})")
 
 
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)

@@ -16,9 +16,9 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
-from .search import Result, Status, Verdict
+from .search import Result, Status, Verdict, open_interval
 
 
 class Call(str, Enum):
@@ -147,6 +147,32 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     return Call.UNKNOWN
 
 
+# A sample: (the round it was measured in, the number). Runs of one round are interleaved,
+# so numbers of one round share the machine's state; comparisons use them together.
+Sample = Sequence[tuple[int, float]]
+
+
+def numbers(sample: Sample, rounds: Collection[int] | None = None) -> list[float]:
+    return [v for r, v in sample if rounds is None or r in rounds]
+
+
+def together(a: Sample, b: Sample) -> tuple[list[float], list[float]]:
+    """a's and b's numbers from the rounds that measured both (all of them if none did)."""
+    common = {r for r, _ in a} & {r for r, _ in b}
+    if not common:
+        return numbers(a), numbers(b)
+    return numbers(a, common), numbers(b, common)
+
+
+def companions(step: Sequence[int], verdicts: Mapping[int, Verdict], n: int) -> tuple[int, ...]:
+    """What a round measures: the commits the search asks for, interleaved with the two ends
+    of the interval still open (already known like old and like new), so each commit is
+    compared with numbers taken at the same time, not before the machine drifted."""
+    lo, hi = open_interval(n, verdicts) if 0 in verdicts and n - 1 in verdicts else (0, n - 1)
+    ends = [i for i in (lo, hi) if verdicts.get(i) in (Verdict.PASS, Verdict.FAIL)]
+    return tuple(sorted(set(step) | set(ends)))
+
+
 @dataclass(frozen=True)
 class Judgement:
     """What the samples say now: the search's verdicts (old endpoint PASS, new FAIL), the
@@ -158,44 +184,59 @@ class Judgement:
     calls: dict[int, Call] = field(default_factory=dict)
 
 
-def judge(n: int, samples: Mapping[int, Sequence[float]], attempts: Mapping[int, int],
+def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
           rule: Rule) -> Judgement:
-    """`samples[i]`: the numbers measured at candidate i; `attempts[i]`: its runs so far,
-    the failed ones included. A commit with no number after a round is a skip; one still
-    unknown at max_runs is unresolved (a skip that keeps its numbers)."""
-    old, new = samples.get(0, ()), samples.get(n - 1, ())
+    """`samples[i]`: what was measured at candidate i; `attempts[i]`: its runs so far, the
+    failed ones included. A commit with no number is a skip; one still unknown at max_runs is
+    unresolved (a skip that keeps its numbers). A commit is compared with the numbers of the
+    commits already judged like old and like new from the rounds that measured it."""
     ends = (0, n - 1)
-    if any(attempts.get(i, 0) and not samples.get(i) for i in ends):
-        return Judgement({i: Verdict.SKIP for i in ends if not samples.get(i)})
-    if not old or not new:
-        return Judgement(more=tuple(i for i in ends if not attempts.get(i)))
-    diff = endpoints(old, new, rule)
+    unusable = [i for i in ends if attempts.get(i, 0) and not samples.get(i)]
+    untried = tuple(i for i in ends if not attempts.get(i, 0))
+    if untried:
+        return Judgement({i: Verdict.SKIP for i in unusable}, more=untried)
+    if unusable:        # the search reports invalid endpoints, naming the skipped one
+        return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
+                          n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
+    diff = endpoints(*together(samples[0], samples[n - 1]), rule)
     if diff.call != "differ":
         more = () if diff.call == "same" else \
             tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
         return Judgement(more=more, difference=diff)
     verdicts = {0: Verdict.PASS, n - 1: Verdict.FAIL}
     calls, more = {}, []
-    for i, tried in attempts.items():
-        if i in ends:
-            continue
+    first = {i: min((r for r, _ in samples.get(i, ())), default=-1) for i in attempts}
+    for i in sorted((i for i in attempts if i not in ends), key=lambda i: (first[i], i)):
         sample = samples.get(i, ())
         if not sample:
             verdicts[i] = Verdict.SKIP
             continue
-        calls[i] = call = classify(sample, old, new, rule)
+        sides = {v: [j for j, vj in verdicts.items() if vj is v]
+                 for v in (Verdict.PASS, Verdict.FAIL)}
+        seen = {v: {r for j in js for r, _ in samples.get(j, ())} for v, js in sides.items()}
+        # the rounds that measured i beside a commit of each side (not those where i was
+        # itself the reference of another)
+        rounds = {r for r, _ in sample} & seen[Verdict.PASS] & seen[Verdict.FAIL]
+        if rounds:
+            x = numbers(sample, rounds)
+            refs = {v: [y for j in js for y in numbers(samples[j], rounds)]
+                    for v, js in sides.items()}
+        else:
+            x = numbers(sample)
+            refs = {Verdict.PASS: numbers(samples[0]), Verdict.FAIL: numbers(samples[n - 1])}
+        calls[i] = call = classify(x, refs[Verdict.PASS], refs[Verdict.FAIL], rule)
         if call is Call.LIKE_OLD:
             verdicts[i] = Verdict.PASS
         elif call is Call.LIKE_NEW:
             verdicts[i] = Verdict.FAIL
-        elif tried < rule.max_runs:
+        elif attempts[i] < rule.max_runs:
             more.append(i)
         else:
             verdicts[i] = Verdict.SKIP
     return Judgement(verdicts, tuple(sorted(more)), diff, calls)
 
 
-def confirm(found: Result, samples: Mapping[int, Sequence[float]],
+def confirm(found: Result, samples: Mapping[int, Sample],
             attempts: Mapping[int, int], rule: Rule) -> Result | tuple[int, ...]:
     """The answer's own evidence: the last old and the first new commit must differ from
     each other by the same rule as the endpoints. Returns the result (ambiguous, with the
@@ -203,7 +244,7 @@ def confirm(found: Result, samples: Mapping[int, Sequence[float]],
     if found.status is not Status.FOUND:
         return found
     lo, hi = found.last_old, found.first_new
-    pair = endpoints(samples[lo], samples[hi], rule)
+    pair = endpoints(*together(samples[lo], samples[hi]), rule)
     if pair.call == "differ":
         return found
     if pair.call == "unknown":
@@ -212,6 +253,6 @@ def confirm(found: Result, samples: Mapping[int, Sequence[float]],
             return more
     return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
                   new_outcome=found.new_outcome, skipped=found.skipped,
-                  explanation=f"the search ends between #{lo} and #{hi}, but their samples do "
+                  explanation=f"the search ends between #{lo} and #{hi}, but their numbers do "
                               f"not differ by the rule: {pair.describe(rule)}; the change may "
                               f"be spread over several commits")

@@ -26,6 +26,8 @@ from .engine import Bisection, Events, Range, Settings, Tier
 from .errors import UserError
 from .git_mirrors import redact_url
 from .history import History
+from .measured import MeasuredBisection, Metric
+from .metric_options import METRIC_KEYS
 from .overlay import OverlayRule, RuleError
 from .recipes import Recipe, local_cuda_arch, pytorch_preset
 from .components import ImageSwaps
@@ -288,7 +290,12 @@ class Question:
     say: Callable[[str], None] = print
     artifact_root: Path | None = None     # the backend's artifact store
 
-    def bisection(self, settings: Settings, events: Events | None = None) -> Bisection:
+    def bisection(self, settings: Settings, events: Events | None = None,
+                  metric: Metric | None = None) -> Bisection:
+        if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
+            return MeasuredBisection(self.store, self.span, self.recipe, self.backend, settings,
+                                     events=events, ships=self.ships, overlays=self.overlays(),
+                                     metric=metric)
         tiers = self.tiers()
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
@@ -616,7 +623,7 @@ def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ..
     `bisect-ngc probe` that re-runs one probe (add --commit), without credentials."""
     argv = ["bisect-ngc", command]
     skip = {"jobs", "as_json", "quiet", "dry_run", "controller_partition", "controller_time",
-            "retry_skips", *drop}
+            "retry_skips", *METRIC_KEYS, *drop}
     for param in ctx.command.params:
         if param.name in skip or not isinstance(param, click.Option):
             continue

@@ -159,6 +159,7 @@ class SessionResult:
     endpoint_reasons: dict[str, str] = field(default_factory=dict)
     ships: list[dict[str, str]] = field(default_factory=list)  # catalog releases with it
     components: dict[str, Any] | None = None   # which part of the container, when not torch
+    metric: dict[str, Any] | None = None       # --metric: the samples' summary and effects
 
 
 @dataclass

@@ -59,6 +59,7 @@ def test_stated_detection_rate_five_percent_at_two_percent_noise():
 
 
 def test_budget_ten_runs_per_probe_for_ten_percent_at_three_percent_noise():
+    # a probe's own runs; each round also measures the interval's ends as references
     rng = random.Random(5)
     trials = [bisect_once(64, 0.10, 0.03, Rule(), rng) for _ in range(60)]
     s = summary(trials)
@@ -103,21 +104,26 @@ def test_pinpoint_test_is_never_less_sensitive_than_mann_whitney():
     assert p_value([1.0] * 5, [1.0] * 5) == 1.0
 
 
+def tag(values: list[float], rnd: int = 1) -> list[tuple[int, float]]:
+    return [(rnd, v) for v in values]
+
+
 def test_judge_asks_for_endpoints_then_more_then_skips_what_never_measured():
     rule = Rule(block=5, max_runs=10)
     assert judge(8, {}, {}, rule).more == (0, 7)
     rng = random.Random(0)
-    old, new = draw(rng, 5), draw(rng, 5, 1.5)
+    old, new = tag(draw(rng, 5)), tag(draw(rng, 5, 1.5))
     assert judge(8, {0: old, 7: new}, {0: 5, 7: 5}, rule).more == (0, 7)   # 5 vs 5: p > alpha
-    old, new = draw(rng, 10), draw(rng, 10, 1.5)
+    old, new = tag(draw(rng, 10)), tag(draw(rng, 10, 1.5))
     j = judge(8, {0: old, 7: new, 3: []}, {0: 10, 7: 10, 3: 5}, rule)
     assert j.difference.call == "differ" and j.verdicts[3] is Verdict.SKIP
-    j = judge(8, {0: old, 7: new, 3: draw(rng, 5, 1.25)}, {0: 10, 7: 10, 3: 5}, rule)
+    j = judge(8, {0: old, 7: new, 3: tag(draw(rng, 5, 1.25))}, {0: 10, 7: 10, 3: 5}, rule)
     assert j.more == (3,)
-    j = judge(8, {0: old, 7: new, 3: draw(rng, 10, 1.25)}, {0: 10, 7: 10, 3: 10}, rule)
+    j = judge(8, {0: old, 7: new, 3: tag(draw(rng, 10, 1.25))}, {0: 10, 7: 10, 3: 10}, rule)
     assert j.more == () and j.verdicts[3] is Verdict.SKIP      # unresolved at max runs
     j = judge(8, {0: [], 7: new}, {0: 5, 7: 5}, rule)
-    assert j.verdicts == {0: Verdict.SKIP}
+    assert j.verdicts == {0: Verdict.SKIP, 7: Verdict.FAIL} and not j.more
+    assert judge(8, {0: []}, {0: 5}, rule).more == (7,)
 
 
 @pytest.mark.parametrize("kwargs", [{"p": 0}, {"min_change": -0.01}, {"block": 1},
@@ -130,3 +136,24 @@ def test_rule_rejects_nonsense(kwargs):
 def test_medians_move_with_the_level():
     rng = random.Random(6)
     assert statistics.median(draw(rng, 9, 2.0)) > 1.5
+
+
+def test_a_commit_is_compared_with_numbers_of_its_own_rounds():
+    """The machine got 10% slower between round 1 (endpoints) and round 2: commit 3, like
+    old, is measured in round 2 beside both ends; against round 1's numbers it would look
+    like new."""
+    rng = random.Random(8)
+    rule = Rule()
+    old = tag(draw(rng, 15, 1.0, 0.01), 1) + tag(draw(rng, 10, 1.1, 0.01), 2)
+    new = tag(draw(rng, 15, 1.2, 0.01), 1) + tag(draw(rng, 10, 1.32, 0.01), 2)
+    x = tag(draw(rng, 10, 1.1, 0.01), 2)
+    j = judge(8, {0: old, 7: new, 3: x}, {0: 25, 7: 25, 3: 10}, rule)
+    assert j.verdicts[3] is Verdict.PASS
+    assert classify([v for _, v in x], [v for _, v in old[:15]], [v for _, v in new[:15]],
+                    rule) is not Call.LIKE_OLD      # what comparing across rounds would say
+
+
+def test_drift_between_rounds_does_not_name_a_wrong_commit():
+    rng = random.Random(12)
+    s = summary([bisect_once(32, 0.08, 0.02, Rule(), rng, drift=0.03) for _ in range(40)])
+    assert s["wrong"] == 0.0 and s["found"] >= 0.9

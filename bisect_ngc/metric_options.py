@@ -1,0 +1,97 @@
+"""`bisect --metric`: the options of a bisection on a measurement, and their checks."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .comparator import Rule, Statistic
+from .errors import UserError
+from .measured import Metric
+
+METRIC_KEYS = ("metric", "lower_is_better", "min_change", "p_threshold", "metric_test",
+               "runs_per_round", "max_runs")
+
+
+def _fraction(text: str) -> float:
+    """'2%', '2' (percent) or '0.5%' -> 0.02, 0.02, 0.005."""
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise UserError(f"--min-change {text!r} is not a percentage",
+                        hint="e.g. --min-change 2%") from None
+    if value < 0:
+        raise UserError(f"--min-change {text} is negative",
+                        hint="a size of change, in either direction: e.g. --min-change 2%")
+    return value / 100
+
+
+def _stack(f):
+    for opt in reversed(metric_options_list):
+        f = opt(f)
+    return f
+
+
+metric_options_list = [
+    click.option("--metric", default=None, metavar="NAME",
+                 help="Bisect a measurement instead of pass/fail: NAME is a number in the "
+                      "test's last JSON line (a dotted path for nested objects), e.g. "
+                      "step_ms of `python -m repro --measure`. Each commit gets runs in "
+                      "blocks until the comparator can tell whether it is like the old "
+                      "endpoint or the new one; the endpoints must differ first (else exit 3). "
+                      "A run that exits non-zero or prints no number measured nothing."),
+    click.option("--lower-is-better/--higher-is-better", default=True,
+                 help="--metric: which way is better (default lower, as for a step time); "
+                      "only the wording of the answer depends on it."),
+    click.option("--min-change", default="2%", show_default=True, metavar="PCT",
+                 help="--metric: the smallest relative change that counts; smaller "
+                      "differences between the endpoints are \"no change\" (exit 3)."),
+    click.option("--p-threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                 default=0.01, show_default=True,
+                 help="--metric: the false-difference rate allowed for a comparison, over all "
+                      "its looks (each look after a block of runs uses p / looks)."),
+    click.option("--metric-test", type=click.Choice([s.value for s in Statistic]),
+                 default="mwu", show_default=True,
+                 help="--metric: mwu (Mann-Whitney U) or pinpoint (min of Kolmogorov-Smirnov "
+                      "and Mann-Whitney U, as Chromium's Pinpoint)."),
+    click.option("--runs-per-round", type=click.IntRange(2, 100), default=5,
+                 show_default=True,
+                 help="--metric: runs a commit gets each time it is measured, interleaved "
+                      "with the other commits of the round (A B A B)."),
+    click.option("--max-runs", type=click.IntRange(2, 1000), default=30, show_default=True,
+                 help="--metric: runs of one commit at most; a commit still unclear then is "
+                      "unresolved (a skip that keeps its numbers)."),
+]
+metric_options = _stack
+
+
+def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat: int,
+                repeat_policy: str) -> Metric | None:
+    """The Metric the options ask for, or None for pass/fail verdicts; bad combinations are
+    one sentence each."""
+    name = params.get("metric")
+    if name is None:
+        changed = [k for k in METRIC_KEYS[1:]
+                   if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
+        if changed:
+            flag = "--" + changed[0].replace("_", "-")
+            raise UserError(f"{flag} only applies with --metric",
+                            hint="add --metric NAME (a number the test prints in its JSON line)")
+        return None
+    if not name.strip() or any(not part for part in name.split(".")):
+        raise UserError(f"--metric {name!r} is not a key name", hint="e.g. --metric step_ms")
+    if repeat != 1 or repeat_policy != "any":
+        raise UserError("--metric takes its runs from --runs-per-round and --max-runs; "
+                        "--repeat and --repeat-policy are for pass/fail verdicts",
+                        hint="drop --repeat/--repeat-policy")
+    if jobs != 1:
+        raise UserError("--metric measures one commit at a time (interleaved runs on one "
+                        "machine); --jobs must be 1", hint="drop --jobs")
+    if params["max_runs"] < params["runs_per_round"]:
+        raise UserError("--max-runs must be at least --runs-per-round",
+                        hint=f"e.g. --max-runs {params['runs_per_round'] * 6}")
+    rule = Rule(p=params["p_threshold"], min_change=_fraction(params["min_change"]),
+                test=Statistic(params["metric_test"]), block=params["runs_per_round"],
+                max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])
+    return Metric(name.strip(), rule)
+

@@ -1,0 +1,119 @@
+"""`bisect --metric` end to end with the local backend on generated repositories whose test
+times a real CPU workload, under this machine's own noise (no simulated numbers)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisect_ngc.backends.base import ProbeOutcome
+from bisect_ngc.measured import measurement, metric_value
+from bisect_ngc.search import Verdict
+from bisect_ngc.store import Store
+
+from benchmarks.repos import make_repo
+
+# 8% more loop iterations from the commit whose `behaviour` file says "new"; the run
+# prints the fastest of 21 repetitions, in milliseconds.
+WORKLOAD = """\
+import json, pathlib, time
+n = int(30_000 * (1.08 if pathlib.Path("behaviour").read_text().strip() == "new" else 1.0))
+times = []
+for _ in range(21):
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(n):
+        s += i * i
+    times.append((time.perf_counter() - t0) * 1e3)
+print(json.dumps({"timing": {"best_ms": min(times)}, "iterations": n}))
+"""
+
+
+def metric_args(tmp_path: Path, repo: Path, n: int, *extra: str) -> list[str]:
+    work = tmp_path / "work.py"
+    work.write_text(WORKLOAD)
+    return ["bisect", "--repo", repo, "--old", f"main~{n - 1}", "--new", "main",
+            "--test", f"python3 {work}", "--metric", "timing.best_ms",
+            "--state", tmp_path / "state", "--cache-dir", tmp_path / "cache", "--quiet", *extra]
+
+
+@pytest.mark.slow
+def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "repo", 24, 13)
+    args = metric_args(tmp_path, tmp_path / "repo", 24, "--runs-per-round", "10",
+                       "--max-runs", "60", "--json")
+    code, out, err = run_cli(args)
+    result = json.loads(out)
+    assert code == 0, (result["explanation"], err)
+    assert result["first_new"] == shas[13] and result["last_old"] == shas[12]
+    m = result["metric"]
+    assert m["culprit"]["worse"] and m["culprit"]["call"] == "differ"
+    assert 0.02 < m["culprit"]["change"] < 0.2 and m["culprit"]["low"] > 0
+    store = Store(tmp_path / "state")
+    probes = store.probes(result["session"])
+    rounds: dict[int, list[int]] = {}
+    for p in probes:          # interleaved: each round's runs alternate between its commits
+        rounds.setdefault(p.round, []).append(p.idx)
+    for order in rounds.values():      # each pass runs every commit of the round once
+        k = len(set(order))
+        assert all(len(set(order[j:j + k])) == k for j in range(0, len(order), k)), order
+    assert all(len(p.details["samples"]) == 1 for p in probes)
+    # the same command again: every commit's whole sample comes from the cache
+    code, out, _ = run_cli(args)
+    again = json.loads(out)
+    assert code == 0 and again["first_new"] == shas[13] and again["runs"] <= 30
+
+
+@pytest.mark.slow
+def test_null_histories_name_no_culprit(tmp_path, run_cli):
+    """20 histories with no change (the workload ignores nothing: every commit says old)."""
+    for seed in range(20):
+        n = 6 + seed % 7
+        base = tmp_path / f"h{seed}"
+        make_repo(base / "repo", n, n)       # transition past the end: no new behaviour
+        code, out, err = run_cli(metric_args(base, base / "repo", n, "--max-runs", "20",
+                                             "--p-threshold", "0.001"))
+        assert code == 3, (seed, out, err)
+        assert "do not differ" in out, out
+
+
+def test_a_metric_the_test_never_prints_is_said_so(tmp_path, run_cli):
+    make_repo(tmp_path / "repo", 4, 2)
+    args = metric_args(tmp_path, tmp_path / "repo", 4, "--runs-per-round", "2",
+                       "--max-runs", "2")
+    args[args.index("timing.best_ms")] = "step_ms"
+    code, out, _ = run_cli(args)
+    assert code == 3 and "printed no number 'step_ms'" in out and "iterations" in out
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--repeat", "3"], "--repeat and --repeat-policy are for pass/fail"),
+    (["--min-change", "-2%"], "is negative"),
+    (["--min-change", "two"], "is not a percentage"),
+    (["--runs-per-round", "10", "--max-runs", "5"], "--max-runs must be at least"),
+    (["--jobs", "2"], "--jobs must be 1"),
+])
+def test_bad_metric_input_is_one_sentence(tmp_path, run_cli, extra, words):
+    make_repo(tmp_path / "repo", 4, 2)
+    code, _, err = run_cli(metric_args(tmp_path, tmp_path / "repo", 4, *extra))
+    assert code == 2 and words in err and "hint" in err.lower()
+
+
+def test_metric_options_without_metric_are_refused(tmp_path, run_cli):
+    make_repo(tmp_path / "repo", 4, 2)
+    args = metric_args(tmp_path, tmp_path / "repo", 4, "--max-runs", "9")
+    i = args.index("--metric")
+    del args[i:i + 2]
+    code, _, err = run_cli(args)
+    assert code == 2 and "--max-runs only applies with --metric" in err
+
+
+def test_a_run_measures_only_when_it_exits_0_with_a_number():
+    ok = ProbeOutcome(Verdict.PASS, exit_code=0, details={"a": {"b": 2}, "flag": True})
+    assert measurement(ok, "a.b") == (2.0, "a.b = 2")
+    assert measurement(ok, "flag")[0] is None          # a bool is not a measurement
+    failed = ProbeOutcome(Verdict.FAIL, exit_code=1, details={"a": {"b": 2}})
+    assert measurement(failed, "a.b") == (None, "the test failed (exit 1): nothing measured")
+    assert measurement(ProbeOutcome(Verdict.SKIP, "test exited 125"), "a.b")[0] is None
+    assert metric_value({"x": float("nan")}, "x") is None and metric_value({}, "x") is None
