@@ -441,7 +441,7 @@ def tally(probes: list[ProbeRecord]) -> dict[str, int]:
     steps; prebuilt: probes of a prebuilt tier or an overlay; overlays: probes of an
     overlay."""
     ran = [p for p in probes if not p.cached]
-    return {"probes": len(ran),
+    return {"probes": len({(p.round, p.idx) for p in ran}),
             "builds": sum(1 for p in ran if p.build_s is not None
                           and not p.details.get("build_reused")),
             "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),

@@ -22,6 +22,7 @@ import jinja2
 
 from .engine import tally
 from .environments import Environment
+from .metric_plot import metric_svg
 from .search import Verdict, ceil_log, open_interval
 from .store import ProbeRecord, Store
 
@@ -213,7 +214,9 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
         "origin": params.origin, "slug": slug, "first": first, "last": last,
         "subject": params.subject,
-        "verb": "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced",
+        "verb": _verb(result),
+        "metric": result.metric if result else None,
+        "metric_rows": _metric_rows(result, commit),
         "candidates": [commit(s) for s in (result.candidates if result else [])],
         "endpoints": [("old", commit(rec.candidates[0])), ("new", commit(rec.candidates[-1]))],
         "recipe": params.recipe, "where": params.backend, "params": params,
@@ -222,7 +225,8 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "evidence": evidence, "probes": probes,
         "probe_rows": [dict(p=p, c=commit(p.commit)) for p in probes],
         "intervals": intervals(n, probes) if probes else [],
-        "svg_name": out.with_name(out.stem + "-narrowing.svg").name,
+        "svg_name": out.with_name(out.stem + ("-metric.svg" if result and result.metric
+                                              else "-narrowing.svg")).name,
         "builds_done": sum(1 for p in performed if p.build_s is not None
                            and not p.details.get("build_reused")),
         "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
@@ -243,6 +247,20 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     }
 
 
+def _verb(result) -> str:
+    if result and result.metric and result.metric.get("culprit"):
+        c = result.metric["culprit"]
+        return f"made {abs(c['change']):.1%} {'worse' if c['worse'] else 'better'}"
+    return "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced"
+
+
+def _metric_rows(result, commit) -> list[dict[str, Any]]:
+    if not result or not result.metric:
+        return []
+    return [dict(s, c=commit(sha)) for sha, s in
+            sorted(result.metric["samples"].items(), key=lambda kv: kv[1]["index"])]
+
+
 def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     """Render the session's report to `out` (default STATE/reports/SESSION.md)."""
     out = Path(out) if out else store.root / "reports" / f"{sid}.md"
@@ -259,6 +277,9 @@ def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     svg = out.with_name(model["svg_name"])
     labels = model["labels"]
     title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {model['n'] - 1} commits"
-    svg.write_text(narrowing_svg(model["n"], model["probes"], scrub(title)))
+    if model["metric"]:
+        svg.write_text(metric_svg(model["n"], model["metric"], scrub(title)))
+    else:
+        svg.write_text(narrowing_svg(model["n"], model["probes"], scrub(title)))
     out.write_text(text)
     return Written(out, svg)

@@ -59,6 +59,11 @@ def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cl
         k = len(set(order))
         assert all(len(set(order[j:j + k])) == k for j in range(0, len(order), k)), order
     assert all(len(p.details["samples"]) == 1 for p in probes)
+    report = Path(result["report"]).read_text()
+    assert f"`timing.best_ms` was made {abs(m['culprit']['change']):.1%} worse by" in report
+    assert "## The measurements" in report and f"| 13/23 | `{shas[13][:12]}`" in report
+    svg = Path(result["report"]).with_name(result["session"] + "-metric.svg").read_text()
+    assert svg.count("<circle") == len(m["samples"]) >= 5
     # the same command again: every commit's whole sample comes from the cache
     code, out, _ = run_cli(args)
     again = json.loads(out)
