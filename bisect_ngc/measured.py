@@ -114,7 +114,9 @@ class MeasuredBisection(Bisection):
         measured = companions(asked, verdicts, len(cands))
         target = {i: self.attempts.get(i, 0) + self.metric.rule.block for i in measured}
         for _ in range(self.metric.rule.block):
-            todo = tuple(i for i in measured if self.attempts.get(i, 0) < target[i])
+            # a commit whose runs never gave a number is not run again and again
+            todo = tuple(i for i in measured if self.attempts.get(i, 0) < target[i] and
+                         (self.samples.get(i) or self.attempts.get(i, 0) == 0))
             if not todo:
                 return
             super()._round(sid, rnd, Round(todo), verdicts, tier)

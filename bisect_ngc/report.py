@@ -225,8 +225,8 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "evidence": evidence, "probes": probes,
         "probe_rows": [dict(p=p, c=commit(p.commit)) for p in probes],
         "intervals": intervals(n, probes) if probes else [],
-        "svg_name": out.with_name(out.stem + ("-metric.svg" if result and result.metric
-                                              else "-narrowing.svg")).name,
+        "svg_name": out.with_name(out.stem + ("-metric.svg" if result and result.metric and
+                                              result.metric["samples"] else "-narrowing.svg")).name,
         "builds_done": sum(1 for p in performed if p.build_s is not None
                            and not p.details.get("build_reused")),
         "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
@@ -277,7 +277,7 @@ def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     svg = out.with_name(model["svg_name"])
     labels = model["labels"]
     title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {model['n'] - 1} commits"
-    if model["metric"]:
+    if model["metric"] and model["metric"]["samples"]:
         svg.write_text(metric_svg(model["n"], model["metric"], scrub(title)))
     else:
         svg.write_text(narrowing_svg(model["n"], model["probes"], scrub(title)))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bisect --metric on a CUDA machine, with the repro's --measure as the test (BENCHMARKS.md).
+#   bash benchmarks/metric_gpu.sh found|null [N]
+# found: a generated history of N commits (default 8) where the commit at N/2 switches the
+# attention to PyTorch's math backend (a real, slower kernel); null: no commit changes
+# anything. Writes the bisect JSON and the report under ${OUT:-benchmarks/results}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MODE=${1:?found or null}; N=${2:-8}
+DEST=${OUT:-benchmarks/results}; mkdir -p "$DEST"
+if [ -d .whl ]; then     # the device has no gitpython or docker SDK: carried wheels
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+WORK=$(mktemp -d)
+[ "$MODE" = found ] && TRANSITION=$((N / 2)) || TRANSITION=$N
+python3 -c "
+from pathlib import Path; from benchmarks.repos import make_repo
+print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])" > "$DEST/metric_gpu_$MODE.expected"
+TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --measure-steps 30 --warmup 5 --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
+t0=$(date +%s)
+(cd "$WORK/repo" && python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
+    --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs 10 \
+    --state "$WORK/state" --cache-dir "$WORK/cache" --quiet --json) > "$DEST/metric_gpu_$MODE.json"
+rc=$?
+echo "exit $rc in $(( $(date +%s) - t0 )) s; expected first new: $(cat "$DEST/metric_gpu_$MODE.expected")"
+python3 - "$DEST/metric_gpu_$MODE.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["status"], r["first_new"], r["explanation"][:300])
+m = r.get("metric") or {}
+for k in ("endpoints", "culprit"):
+    if k in m:
+        print(k, {x: m[k][x] for x in ("change", "low", "high", "p", "call")})
+print("runs", r["runs"], "probes", r["probes"], "per commit", {s["index"]: s["n"] for s in m.get("samples", {}).values()})
+PY
+cp "$WORK"/state/reports/*.md "$WORK"/state/reports/*.svg "$DEST/" 2>/dev/null
+exit $rc
