@@ -18,7 +18,7 @@ WORK=$(mktemp -d)
 python3 -c "
 from pathlib import Path; from benchmarks.repos import make_repo
 print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])" > "$DEST/metric_gpu_$MODE.expected"
-TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --measure-steps 30 --warmup 5 --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
+TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
 t0=$(date +%s)
 (cd "$WORK/repo" && python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
     --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs 10 \

@@ -11,6 +11,7 @@ import argparse
 import shutil
 import statistics
 import subprocess
+import time
 from typing import Any
 
 from . import verdict as V
@@ -109,6 +110,11 @@ def measure(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
                 opt.zero_grad(set_to_none=True)
                 step()
         torch.cuda.synchronize()
+        # clocks drop while a fresh process starts; keep the GPU busy until they are up
+        warm_until = time.perf_counter() + args.warmup_s
+        while time.perf_counter() < warm_until:
+            run()
+            torch.cuda.synchronize()
         clocks_before = gpu_clocks()
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(args.measure_steps)]
@@ -143,6 +149,9 @@ def add_flags(ap: argparse.ArgumentParser) -> None:
                    help="--measure: timed steps (default 100)")
     g.add_argument("--warmup", type=int, default=20, metavar="N",
                    help="--measure: untimed steps first (default 20)")
+    g.add_argument("--warmup-s", type=float, default=1.0, metavar="SECONDS",
+                   help="--measure: then keep stepping for this long before timing, so the "
+                        "GPU's clocks are up (default 1.0)")
     g.add_argument("--attention-backend", choices=ATTENTION_BACKENDS, default="default",
                    help="--measure: force one scaled-dot-product-attention kernel "
                         "(math is the slow reference path)")
