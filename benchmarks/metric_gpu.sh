@@ -36,4 +36,12 @@ for k in ("endpoints", "culprit"):
 print("runs", r["runs"], "probes", r["probes"], "per commit", {s["index"]: s["n"] for s in m.get("samples", {}).values()})
 PY
 cp "$WORK"/state/reports/*.md "$WORK"/state/reports/*.svg "$DEST/" 2>/dev/null
+python3 - "$WORK/state/state.db" > "$DEST/metric_gpu_${MODE}_runs.txt" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rnd, idx, details in db.execute("SELECT round, idx, details FROM probes ORDER BY rowid"):
+    d = json.loads(details)
+    print(rnd, idx, d.get("step_ms"), d.get("attention_backend") or d.get("settings", {}).get("attention_backend"),
+          (d.get("clocks_before") or {}).get("clocks.sm"), (d.get("clocks_after") or {}).get("clocks.sm"))
+PY
 exit $rc
