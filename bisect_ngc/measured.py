@@ -119,7 +119,8 @@ class MeasuredBisection(Bisection):
                          (self.samples.get(i) or self.attempts.get(i, 0) == 0))
             if not todo:
                 return
-            super()._round(sid, rnd, Round(todo), verdicts, tier)
+            for i in todo:      # one at a time: a backend runs a round's probes at once
+                super()._round(sid, rnd, Round((i,)), verdicts, tier)
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
