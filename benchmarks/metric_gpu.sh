@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bisect --metric on a CUDA machine, with the repro's --measure as the test (BENCHMARKS.md).
-#   bash benchmarks/metric_gpu.sh found|null [N]
+#   [MAX_RUNS=10] bash benchmarks/metric_gpu.sh found|null [N]
 # found: a generated history of N commits (default 8) where the commit at N/2 switches the
 # attention to PyTorch's math backend (a real, slower kernel); null: no commit changes
 # anything. Writes the bisect JSON and the report under ${OUT:-benchmarks/results}.
@@ -21,7 +21,7 @@ print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])"
 TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
 t0=$(date +%s)
 (cd "$WORK/repo" && python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
-    --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs 10 \
+    --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs "${MAX_RUNS:-10}" \
     --state "$WORK/state" --cache-dir "$WORK/cache" --quiet --json) > "$DEST/metric_gpu_$MODE.json"
 rc=$?
 echo "exit $rc in $(( $(date +%s) - t0 )) s; expected first new: $(cat "$DEST/metric_gpu_$MODE.expected")"
