@@ -64,12 +64,15 @@ def spread(sample: list[float]) -> dict[str, float]:
             "min": min(sample), "max": max(sample)}
 
 
+FOREIGN = 10**6      # rounds of the k-th other session are numbered -k * FOREIGN + round
+
+
 class MeasuredBisection(Bisection):
     def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
         self.metric = metric
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
         self.attempts: dict[int, int] = {}
-        self._rounds: dict[tuple[str, int], int] = {}   # another session's rounds -> ours
+        self._sessions: dict[str, int] = {}     # another session's id -> its block of rounds
         super().__init__(*args, **kwargs)
 
     def _adopt(self, recipe, backend) -> None:
@@ -146,15 +149,14 @@ class MeasuredBisection(Bisection):
                 details=dict(rec.details, samples=numbers(self.samples[i]), tagged=whole)))
 
     def _foreign(self, sid: str, rnd: int) -> int:
-        """A negative round number of our own for another session's round."""
-        key = (sid, rnd)
-        if key not in self._rounds:
-            self._rounds[key] = -(len(self._rounds) + 1)
-        return self._rounds[key]
+        """A negative round number of our own for another session's round, in its order."""
+        k = self._sessions.setdefault(sid, len(self._sessions) + 1)
+        return -k * FOREIGN + rnd
 
     def _origins(self, i: int) -> list[tuple[str, int]]:
-        back = {tag: key for key, tag in self._rounds.items()}
-        return [back.get(r, ("", r)) for r, _ in self.samples[i]]
+        back = {k: sid for sid, k in self._sessions.items()}
+        return [(back[-(r // FOREIGN)], r % FOREIGN) if r < 0 else ("", r)
+                for r, _ in self.samples[i]]
 
     def result(self, found: Result) -> SessionResult:
         res = super().result(found)

@@ -59,6 +59,8 @@ def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cl
         k = len(set(order))
         assert all(len(set(order[j:j + k])) == k for j in range(0, len(order), k)), order
     assert all(len(p.details["samples"]) == 1 for p in probes)
+    windows = sorted((p.started, p.ended) for p in probes)
+    assert all(a[1] <= b[0] + 1e-3 for a, b in zip(windows, windows[1:]))   # one at a time
     report = Path(result["report"]).read_text()
     assert f"`timing.best_ms` was made {abs(m['culprit']['change']):.1%} worse by" in report
     assert "## The measurements" in report and f"| 13/23 | `{shas[13][:12]}`" in report
