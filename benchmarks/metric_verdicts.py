@@ -110,7 +110,8 @@ def main() -> int:
         print(f"change {change:4.0%} noise {noise:5.1%} drift {drift:4.0%}: found "
               f"{s['found']:.3f}, wrong culprit {s['wrong']:.3f}, 'no change' "
               f"{s['no_change']:.3f}, runs per probe (its own) median {s['runs_median']:g} "
-              f"max {s['runs_max']}, runs per bisection (references included) median {s['runs_total_median']:g}")
+              f"max {s['runs_max']}, runs per bisection (references included) median "
+              f"{s['runs_total_median']:g}")
     return 0
 
 

@@ -15,6 +15,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
+from repro.measure import gpu_clocks
+
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
 from .engine import Bisection, Tier
@@ -131,6 +133,8 @@ class MeasuredBisection(Bisection):
         value, why = measurement(out, self.metric.name)
         rec.verdict, rec.reason = (Verdict.SKIP if value is None else Verdict.PASS), why
         rec.details.update(metric=self.metric.name, samples=[] if value is None else [value])
+        if self.backend.name in ("local", "docker"):    # the GPU is this host's
+            rec.details["gpu_clocks"] = gpu_clocks()
         return rec
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
