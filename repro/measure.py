@@ -62,15 +62,11 @@ def _attention(torch, backend: str):
 
 
 def measure(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
-    import torch
-
     from .model import Model
-    from .run import DTYPES
+    from .run import DTYPES, cuda_torch
 
-    info.update(torch_version=torch.__version__,
-                torch_git_version=getattr(torch.version, "git_version", None),
-                torch_cuda=torch.version.cuda)
-    if not torch.cuda.is_available():
+    torch = cuda_torch(info)
+    if torch is None:
         return V.cannot_test("no CUDA device")
     graphed = args.cuda_graph
     torch.manual_seed(args.seed)

@@ -104,13 +104,19 @@ def main(argv: list[str] | None = None) -> int:
     return emit(v, info)
 
 
-def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
+def cuda_torch(info: dict[str, Any]):
+    """torch, with its versions noted in `info`; None when it sees no CUDA device."""
     import torch
 
     info.update(torch_version=torch.__version__,
                 torch_git_version=getattr(torch.version, "git_version", None),
                 torch_cuda=torch.version.cuda)
-    if not torch.cuda.is_available():
+    return torch if torch.cuda.is_available() else None
+
+
+def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
+    torch = cuda_torch(info)
+    if torch is None:
         return V.cannot_test("no CUDA device")
     info["gpu"] = torch.cuda.get_device_name()
     if args.emulate_prefix_as_tensor:
