@@ -79,7 +79,7 @@ def test_null_histories_name_no_culprit(tmp_path, run_cli):
         n = 6 + seed % 7
         base = tmp_path / f"h{seed}"
         make_repo(base / "repo", n, n)       # transition past the end: no new behaviour
-        code, out, err = run_cli(metric_args(base, base / "repo", n, "--max-runs", "20",
+        code, out, err = run_cli(metric_args(base, base / "repo", n, "--max-runs", "10",
                                              "--p-threshold", "0.001"))
         assert code == 3, (seed, out, err)
         assert "do not differ" in out, out
@@ -124,3 +124,36 @@ def test_a_run_measures_only_when_it_exits_0_with_a_number():
     assert measurement(failed, "a.b") == (None, "the test failed (exit 1): nothing measured")
     assert measurement(ProbeOutcome(Verdict.SKIP, "test exited 125"), "a.b")[0] is None
     assert metric_value({"x": float("nan")}, "x") is None and metric_value({}, "x") is None
+
+
+@pytest.mark.slow
+def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path):
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    shas = make_repo(tmp_path / "repo", 16, 9)
+    args = [str(a) for a in metric_args(tmp_path, tmp_path / "repo", 16, "--runs-per-round",
+                                        "10", "--max-runs", "60", "--json")[1:]]
+    argv = [sys.executable, "-m", "bisect_ngc", "bisect", *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db, end = tmp_path / "state" / "state.db", time.monotonic() + 120
+
+    def records() -> list[tuple]:
+        with sqlite3.connect(db) as con:
+            return con.execute("SELECT session, round, idx, details FROM probes "
+                               "ORDER BY rowid").fetchall()
+
+    while not (db.exists() and len(records()) >= 25):
+        assert time.monotonic() < end and proc.poll() is None, "the bisection never got going"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    before = records()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    result = json.loads(done.stdout)
+    assert done.returncode == 0 and result["first_new"] == shas[9], done.stderr
+    after = [r for r in records() if r[0] == result["session"]]
+    assert after[:len(before)] == before        # the same session, every number kept
