@@ -20,6 +20,7 @@ from repro.measure import gpu_clocks
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
 from .engine import Bisection, Tier
+from .errors import UserError
 from .search import Result, Round, Status, Verdict, next_step, skip_limit
 from .store import ProbeRecord, SessionResult, digest
 
@@ -76,6 +77,11 @@ class MeasuredBisection(Bisection):
         self.attempts: dict[int, int] = {}
         self._sessions: dict[str, int] = {}     # another session's id -> its block of rounds
         super().__init__(*args, **kwargs)
+        if self.backend.name == "slurm":
+            # its jobs are kept by commit: a second run of a commit would re-attach to the
+            # first one's job and count its number twice
+            raise UserError("--metric runs on the local and docker backends, not yet on slurm",
+                            hint="measure on one machine: --backend local or docker")
 
     def _adopt(self, recipe, backend) -> None:
         super()._adopt(recipe, backend)

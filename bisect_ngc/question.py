@@ -587,6 +587,10 @@ question_options = _stack(
     click.option("--shared-dir", type=click.Path(path_type=Path), default=None,
                  help="Slurm: a directory every node sees (worktrees, wheels, verdicts). "
                       "Default: STATE/slurm."),
+    click.option("--same-node", is_flag=True,
+                 help="Slurm: run every test job on the node of the session's first test run "
+                      "(--nodelist), so measurements that are compared share one machine "
+                      "(with --metric)."),
     click.option("--max-retries", type=click.IntRange(0, 20), default=2, show_default=True,
                  help="Slurm: resubmissions of a probe that was preempted, cancelled or "
                       "lost with its node, before it counts as a skip."),
@@ -596,7 +600,8 @@ SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "accou
               "qos": "qos", "time_limit": "time", "gpus_per_probe": "gpus_per_probe",
               "sbatch_args": "sbatch_args", "container_runtime": "runtime",
               "container_import": "container_import",
-              "shared_dir": "shared_dir", "max_retries": "max_retries"}
+              "shared_dir": "shared_dir", "max_retries": "max_retries",
+              "same_node": "same_node"}
 
 QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
                  "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",

@@ -569,3 +569,26 @@ def test_the_queue_says_which_phase_a_probe_is_in():
     assert queue_phase(rec, {"11": "PENDING"}) == "queued"       # a pending array range
     assert queue_phase(rec, {}) is None
     assert queue_phase({"build_job": None, "test_job": "11", "task": 0}, {}) is None
+
+
+@needs_slurm
+def test_same_node_pins_every_test_job_after_the_first(tmp_path, run_cli):
+    """The test cluster has one node: the request is what is checked."""
+    shas = make_repo(tmp_path / "r", 40, 23)
+    code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--same-node"))
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[23]
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
+                          text=True).stdout.split()[0]
+    scripts = sorted((tmp_path / "st" / "slurm" / "rounds" / res["session"]).glob("*/test.sh"),
+                     key=lambda p: p.stat().st_mtime)
+    pinned = [f"#SBATCH --nodelist={node}" in s.read_text() for s in scripts]
+    assert len(scripts) >= 4 and not pinned[0] and all(pinned[1:]), pinned
+
+
+@needs_slurm
+def test_metric_is_refused_on_slurm(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 3, 1)
+    code, _, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--metric", "t"))
+    assert code == 2 and "not yet on slurm" in err

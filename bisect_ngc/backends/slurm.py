@@ -70,6 +70,7 @@ class SlurmSettings:
     image: str | None = None
     shared_dir: Path = Path(".")
     max_retries: int = 2
+    same_node: bool = False               # tests after the first run on its node
     poll_min: float = 1.0
     poll_max: float = 30.0
 
@@ -157,6 +158,7 @@ class SlurmBackend:
         self.sched = Scheduler()
         self._digests: dict[str, str] = {}
         self.session = ""
+        self.node: str | None = None      # --same-node: where the tests run
         self.cancelling = False
 
     @classmethod
@@ -269,6 +271,7 @@ class SlurmBackend:
             else ("", Path(), "")
         common = dict(account=self.s.account, qos=self.s.qos, time=self.s.time,
                       extra=self.s.sbatch_args, runtime=self.s.runtime, image=image,
+                      test_extra=self._same_node(),
                       import_uri=uri, sqsh=str(sqsh), shared_dir=str(self.s.shared_dir),
                       round_key=key, round_dir=str(rdir), tasks=tasks,
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
@@ -486,7 +489,19 @@ class SlurmBackend:
         outcome.logs = logs
         outcome.details = dict(outcome.details, **details, node=data.get("node"),
                                build_reused=not built.get("build_ms"))
+        if self.s.same_node and self.node is None and data.get("node"):
+            self.node = data["node"]
         return outcome
+
+    def _same_node(self) -> list[str]:
+        """--same-node: every test job on the node of the session's first test run (a
+        resumed session finds it in its probe records)."""
+        if not self.s.same_node:
+            return []
+        if self.node is None:
+            self.node = next((p.details["node"] for p in self.store.probes(self.session)
+                              if p.details.get("node")), None) if self.session else None
+        return [f"--nodelist={self.node}"] if self.node else []
 
     def _states(self, jobs: set[str]) -> dict[str, str]:
         """One squeue call for every job of the session still known to the scheduler."""
