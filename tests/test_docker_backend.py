@@ -429,3 +429,34 @@ def test_submodules_from_the_shared_cache_work_inside_the_container(tmp_path, ru
                               "--quiet", "--json"])
     assert code == 0, err
     assert json.loads(out)["first_new"] == shaped["shas"][23]
+
+
+def test_a_metric_bisection_in_containers_runs_one_container_at_a_time(tmp_path, run_cli):
+    """--metric on the real engine: every run is a fresh test container, never two at once,
+    and the build of each commit is reused across its runs."""
+    shas = make_repo(tmp_path / "r", 8, 5)
+    work = ("python3 - <<'PY'\n"
+            "import json, pathlib, time\n"
+            "n = 40_000 * (2 if pathlib.Path('behaviour').read_text().strip() == 'new' else 1)\n"
+            "best = []\n"
+            "for _ in range(9):\n"
+            "    t0 = time.perf_counter(); s = sum(i * i for i in range(n))\n"
+            "    best.append((time.perf_counter() - t0) * 1e3)\n"
+            "print(json.dumps({'ms': min(best)}))\n"
+            "PY")
+    args = ["bisect", "--repo", tmp_path / "r", "--old", "main~7", "--new", "main", "--backend",
+            "docker", "--image", IMAGE, "--build", BUILD, "--test", work, "--metric", "ms",
+            "--runs-per-round", "5", "--max-runs", "10", "--state", tmp_path / "st",
+            "--cache-dir", tmp_path / "cache", "--quiet", "--json"]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[5] and res["metric"]["culprit"]["change"] > 0.5
+    probes = Store(tmp_path / "st").probes(res["session"])
+    windows = sorted((p.started, p.ended) for p in probes)
+    assert all(a[1] <= b[0] + 1e-3 for a, b in zip(windows, windows[1:]))
+    by_commit: dict[str, list[bool]] = {}
+    for p in probes:
+        by_commit.setdefault(p.commit, []).append(p.details["build_reused"])
+    assert all(flags.count(False) <= 1 for flags in by_commit.values())
+    assert not containers(f"bisect-ngc.session={res['session']}")
