@@ -42,7 +42,8 @@ EXIT_CODES_HELP = """\b
 Exit codes:
   0    found the first commit with the new behaviour
   2    bad input (unknown release or revision, no Docker engine, state in use, ...)
-  3    invalid endpoints (both behave the same, or one cannot be tested)
+  3    invalid endpoints (both behave the same, or one cannot be tested; with --metric:
+       their numbers do not differ by --min-change at --p-threshold)
   4    ambiguous (untestable commits hide the transition; candidates listed)
   5    not in these commits: the images differ, but builds of their commits in one
        base image do not (another part of the container made the difference)
