@@ -20,7 +20,6 @@ from repro.measure import gpu_clocks
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
 from .engine import Bisection, Tier
-from .errors import UserError
 from .search import Result, Round, Status, Verdict, next_step, skip_limit
 from .store import ProbeRecord, SessionResult, digest
 
@@ -77,11 +76,6 @@ class MeasuredBisection(Bisection):
         self.attempts: dict[int, int] = {}
         self._sessions: dict[str, int] = {}     # another session's id -> its block of rounds
         super().__init__(*args, **kwargs)
-        if self.backend.name == "slurm":
-            # its jobs are kept by commit: a second run of a commit would re-attach to the
-            # first one's job and count its number twice
-            raise UserError("--metric runs on the local and docker backends, not yet on slurm",
-                            hint="measure on one machine: --backend local or docker")
 
     def _adopt(self, recipe, backend) -> None:
         super()._adopt(recipe, backend)
@@ -132,6 +126,13 @@ class MeasuredBisection(Bisection):
                 return
             for i in todo:      # one at a time: a backend runs a round's probes at once
                 super()._round(sid, rnd, Round((i,)), verdicts, tier)
+
+    def request(self, sid: str, index: int, slot: int,
+                source: Source | None = None) -> ProbeRequest:
+        """Each run of a commit is a probe of its own (numbered by the runs before it, so a
+        resumed session asks for the one in flight again, and Slurm re-attaches to it)."""
+        return replace(super().request(sid, index, slot, source),
+                       run_key=str(self.attempts.get(index, 0)))
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:

@@ -588,7 +588,24 @@ def test_same_node_pins_every_test_job_after_the_first(tmp_path, run_cli):
 
 
 @needs_slurm
-def test_metric_is_refused_on_slurm(tmp_path, run_cli):
-    make_repo(tmp_path / "r", 3, 1)
-    code, _, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--metric", "t"))
-    assert code == 2 and "not yet on slurm" in err
+def test_a_metric_bisection_runs_each_run_as_a_job_of_its_own(tmp_path, run_cli):
+    """--metric on the cluster: every run of a commit is a new job (never the first run's
+    job re-attached). A two-level number keeps the runs few; the statistics are tested
+    elsewhere."""
+    shas = make_repo(tmp_path / "r", 3, 1)
+    test = ('python3 -c "import json, random; b = open(\'behaviour\').read().strip(); '
+            'print(json.dumps({\'t\': (2.0 if b == \'new\' else 1.0) * '
+            'random.uniform(0.99, 1.01)}))"')
+    code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--metric", "t",
+                                        "--runs-per-round", "2", "--max-runs", "2",
+                                        "--p-threshold", "0.4", "--same-node", test=test))
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["first_new"] == shas[1] and res["metric"]["culprit"]["worse"]
+    assert "re-attaching" not in err
+    probes = Store(tmp_path / "st").probes(res["session"])
+    values = [p.details["samples"][0] for p in probes]
+    assert len(values) >= 8 and len(set(values)) == len(values)     # every number measured
+    jobs = {rec["test_job"] for key, rec in Store(tmp_path / "st").recall(res["session"]).items()
+            if key.startswith("probe:")}
+    assert len(jobs) == len(probes)                                  # a test job per run

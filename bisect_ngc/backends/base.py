@@ -58,6 +58,12 @@ class ProbeRequest:
     artifacts_dir: Path       # absolute; BISECT_ARTIFACTS for this commit
     expect_commit: bool = False   # the test's JSON must report torch_git_version == commit
     source: Source | None = None  # probe this prebuilt artifact instead of building
+    run_key: str = ""         # tells apart repeated probes of one commit in a session
+
+    @property
+    def key(self) -> str:
+        """This probe's name among the session's: the commit, or commit#run_key."""
+        return f"{self.commit}#{self.run_key}" if self.run_key else self.commit
 
     @property
     def tier(self) -> str:

@@ -313,7 +313,7 @@ class SlurmBackend:
                                              keep=tuple(self.recipe.keep),
                                              submodules=self.recipe.submodules)
             except CheckoutError as exc:
-                early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
+                early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
             if req.tier == "image":      # the image as it is: nothing to build or install
                 final = staging = self.artifacts.as_is().path
@@ -321,13 +321,14 @@ class SlurmBackend:
                 try:
                     final = staging = fetch_prebuilt(self.artifacts, req, self.say)
                 except ProbeFailed as exc:
-                    early[req.commit] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
+                    early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                     continue
             else:
                 key = ArtifactStore.key(req.commit, self.recipe.image or "",
                                         self.recipe.build_key())
                 final, staging = self.artifacts.path(key), self.artifacts.root / ".staging" / key
-            tasks.append({"commit": req.commit, "worktree": str(wt), "index": len(tasks),
+            tasks.append({"commit": req.commit, "key": req.key, "worktree": str(wt),
+                          "index": len(tasks),
                           "final": str(final), "staging": str(staging),
                           "expect": req.expected or ""})
         return tasks, early
@@ -335,9 +336,9 @@ class SlurmBackend:
     def run_round(self, requests: Sequence[ProbeRequest],
                   on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         self.session = requests[0].session
-        by_commit = {r.commit: r for r in requests}
+        by_commit = {r.key: r for r in requests}
         known = self._probes()
-        fresh = [r for r in requests if r.commit not in known]
+        fresh = [r for r in requests if r.key not in known]
         if known.keys() & by_commit.keys():
             self.say(f"re-attaching to {len(known.keys() & by_commit.keys())} probe job(s) "
                      "submitted by an earlier run")
@@ -386,7 +387,7 @@ class SlurmBackend:
         # build: their rounds are a test array alone.
         prebuilt = requests[0].source is not None
         build_job = None if prebuilt else self._sbatch(rdir / "build.sh", [])
-        recs = {t["commit"]: {"round": key, "task": t["index"], "build_job": build_job,
+        recs = {t["key"]: {"round": key, "task": t["index"], "build_job": build_job,
                               "test_job": None, "attempt": attempt, "expect": t["expect"],
                               "submitted": time.time()} for t in tasks}
         for commit, rec in recs.items():
@@ -433,7 +434,7 @@ class SlurmBackend:
                 outcome = self._outcome(commit, probes[commit], runs, policy)
                 if outcome is not None:
                     pending.discard(commit)
-                    self.worktrees.remove(commit[:12])
+                    self.worktrees.remove(by_commit[commit].commit[:12])
                     yield by_commit[commit], outcome
             if not pending:
                 break
@@ -545,14 +546,14 @@ class SlurmBackend:
             return None
         if state == "CANCELLED" and rec.get("cancelled_by_us"):
             self.say(f"probe {commit[:12]} was cancelled by an interrupted run; resubmitting")
-            return self._submit([req], attempt=rec.get("attempt", 0)).get(commit)
+            return self._submit([req], attempt=rec.get("attempt", 0)).get(req.key)
         if state in RETRYABLE or state == "UNKNOWN":
             attempt = rec.get("attempt", 0) + 1
             if attempt > self.s.max_retries:
                 return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} after {attempt} "
                                     "attempt(s)", cacheable=False)
             self.say(f"probe {commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
-            return self._submit([req], attempt=attempt).get(commit)
+            return self._submit([req], attempt=attempt).get(req.key)
         if state == "TIMEOUT":
             return ProbeOutcome(Verdict.SKIP, "job hit the Slurm time limit (--time)",
                                 cacheable=False)
