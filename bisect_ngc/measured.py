@@ -37,7 +37,7 @@ class Metric:
 def metric_value(details: dict[str, Any], name: str) -> float | None:
     """NAME (a dotted path into nested objects) from a run's JSON line, if it is a number."""
     value: Any = details
-    for part in name.split("."):
+    for part in [name] if name in details else name.split("."):
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]

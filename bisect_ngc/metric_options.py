@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import re
+import shlex
+
 import click
 
 from .comparator import Rule, Statistic
@@ -10,7 +13,7 @@ from .errors import UserError
 from .measured import Metric
 
 METRIC_KEYS = ("metric", "lower_is_better", "min_change", "p_threshold", "metric_test",
-               "runs_per_round", "max_runs")
+               "runs_per_round", "max_runs", "metric_cmd")
 
 
 def _fraction(text: str) -> float:
@@ -40,6 +43,9 @@ metric_options_list = [
                       "blocks until the comparator can tell whether it is like the old "
                       "endpoint or the new one; the endpoints must differ first (else exit 3). "
                       "A run that exits non-zero or prints no number measured nothing."),
+    click.option("--metric-cmd", default=None, metavar="CMD",
+                 help="--metric: a shell command run after each passing test run, in the same "
+                      "place; its last line is the number (or a JSON object with NAME)."),
     click.option("--lower-is-better/--higher-is-better", default=True,
                  help="--metric: which way is better (default lower, as for a step time); "
                       "only the wording of the answer depends on it."),
@@ -90,8 +96,26 @@ def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat
     if params["max_runs"] < params["runs_per_round"]:
         raise UserError("--max-runs must be at least --runs-per-round",
                         hint=f"e.g. --max-runs {params['runs_per_round'] * 6}")
+    cmd = params.get("metric_cmd")
+    if cmd is not None:
+        if not params.get("test"):
+            raise UserError("--metric-cmd needs --test: it runs after each test run",
+                            hint="e.g. --test './bench' --metric-cmd 'cat result.txt'")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name.strip()):
+            raise UserError(f"--metric {name!r}: with --metric-cmd a name is letters, digits, "
+                            "'_', '.' and '-'", hint="e.g. --metric step_ms")
+        params["test"] = with_metric_cmd(params["test"], cmd, name.strip())
     rule = Rule(p=params["p_threshold"], min_change=_fraction(params["min_change"]),
                 test=Statistic(params["metric_test"]), block=params["runs_per_round"],
                 max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])
     return Metric(name.strip(), rule)
 
+
+
+def with_metric_cmd(test: str, cmd: str, name: str) -> str:
+    """The test, then CMD; CMD's last line is printed as the run's JSON line (a number as
+    {NAME: number}, a JSON object as it is). Both commands are quoted into the script."""
+    return (f"sh -c {shlex.quote(test)} || exit $?\n"
+            f"v=$(sh -c {shlex.quote(cmd)} | tail -n 1) || exit 125\n"
+            f"case $v in '{{'*) printf '%s\\n' \"$v\" ;; "
+            f"*) printf '{{\"%s\": %s}}\\n' {shlex.quote(name)} \"$v\" ;; esac")

@@ -157,3 +157,19 @@ def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path):
     assert done.returncode == 0 and result["first_new"] == shas[9], done.stderr
     after = [r for r in records() if r[0] == result["session"]]
     assert after[:len(before)] == before        # the same session, every number kept
+
+
+def test_metric_cmd_prints_the_number_after_the_test(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "repo", 6, 3)
+    test = ('python3 -c "import random; b = open(\'behaviour\').read().strip(); '
+            'open(\'result.txt\', \'w\').write(str((2 if b == \'new\' else 1) * '
+            'random.uniform(0.99, 1.01)))"')
+    args = ["bisect", "--repo", tmp_path / "repo", "--old", "main~5", "--new", "main",
+            "--test", test, "--metric", "secs", "--metric-cmd", "echo noise; cat result.txt",
+            "--state", tmp_path / "state", "--quiet", "--json"]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    assert json.loads(out)["first_new"] == shas[3]
+    i = args.index("--test")
+    code, _, err = run_cli(args[:i] + args[i + 2:])
+    assert code == 2 and "--metric-cmd needs --test" in err
