@@ -68,6 +68,13 @@ def commit_image(base: str, script: str, repository: str, tag: str, *,
 
 
 def containers(label: str) -> list:
+    """The containers with this label. The SDK inspects each one it lists: one removed in
+    between (a probe ending) is listed again."""
+    for _ in range(20):
+        try:
+            return docker_client().containers.list(all=True, filters={"label": label})
+        except docker_errors().NotFound:
+            time.sleep(0.05)
     return docker_client().containers.list(all=True, filters={"label": label})
 
 
