@@ -137,8 +137,8 @@ class DockerBackend(ThreadedRounds):
         return DockerContainers(self.client)      # None before prepare(): connects when used
 
     def cancel(self) -> None:
-        self.cancelled.set()
-        with self._lock:
+        with self._lock:      # with _container's registration: none slips in between
+            self.cancelled.set()
             containers = list(self._containers.values())
         for c in containers:
             try:
@@ -304,7 +304,13 @@ class DockerBackend(ThreadedRounds):
                 image, ["/bin/sh", "-c", command], working_dir=str(wt), environment=env,
                 labels=labels, volumes=volumes, **kwargs)
             with self._lock:
-                self._containers[container.id] = container
+                cancelled = self.cancelled.is_set()
+                if not cancelled:
+                    self._containers[container.id] = container
+            if cancelled:       # created while Ctrl-C was being handled: never started
+                container.remove(force=True)
+                container = None
+                raise Cancelled()
 
             def expire() -> None:
                 timed_out.set()
