@@ -244,3 +244,23 @@ def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_p
     swaps = json.loads(next((tmp_path / "cache" / "components" / "sessions").glob("*.json"))
                        .read_text())
     assert swaps[json.dumps(["a", ["py:torch"]])] == "b"  # A with B's torch behaves like B
+
+
+def test_swap_containers_a_killed_run_left_are_removed_and_live_ones_kept(monkeypatch):
+    from bisect_ngc.backends.docker import DockerContainers
+    client = docker_client()
+    label = {"bisect-ngc.role": "swap"}
+    left = client.containers.create(IMAGE, ["true"], labels=label)
+    live = client.containers.run(IMAGE, ["sleep", "60"], labels=label, detach=True)
+    try:
+        monkeypatch.setattr(DockerContainers, "STALE_AFTER_S", -1.0)
+        assert DockerContainers().client is not None       # the sweep runs on first use
+        ids = {c.id for c in client.containers.list(all=True, filters={"label":
+                                                                       "bisect-ngc.role=swap"})}
+        assert left.id not in ids and live.id in ids
+    finally:
+        live.remove(force=True)
+        try:
+            left.remove(force=True)
+        except Exception:  # noqa: BLE001 - removed by the sweep, as it should be
+            pass

@@ -367,14 +367,34 @@ def _annotated(outcome: ProbeOutcome, logs: dict[str, Path],
 class DockerContainers:
     """The Containers protocol on the Docker engine, through the docker SDK."""
 
+    # A swap container lives from its start to its exit: one exited (or never started) this
+    # long ago belongs to a run that was killed, and is removed.
+    STALE_AFTER_S = 600.0
+
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client, self.label = client, LABEL
+        self._swept = False
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:          # connected on first use: plans need no engine
             self._client = connect()
+        if not self._swept:
+            self._swept = True
+            self._sweep()
         return self._client
+
+    def _sweep(self) -> None:
+        """Remove the swap containers that killed runs left behind."""
+        now = time.time()
+        for box in self._client.containers.list(
+                all=True, sparse=True, filters={"label": f"{self.label}.role=swap",
+                                                "status": ["exited", "created"]}):
+            if now - box.attrs.get("Created", now) > self.STALE_AFTER_S:
+                try:
+                    box.remove(force=True)
+                except (NotFound, APIError):
+                    pass
 
     def _image(self, image: str):
         try:
