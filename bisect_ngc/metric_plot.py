@@ -2,11 +2,8 @@
 quartiles against its position, over the bands of the two endpoints."""
 from __future__ import annotations
 
+from html import escape
 from typing import Any
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def metric_svg(n: int, metric: dict[str, Any], title: str) -> str:
@@ -22,7 +19,8 @@ def metric_svg(n: int, metric: dict[str, Any], title: str) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
              f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-             f'<text x="10" y="20" font-size="14" font-weight="bold">{_xml(title)}</text>']
+             f'<text x="10" y="20" font-size="14" font-weight="bold">'
+             f'{escape(title, quote=False)}</text>']
     ends = {0: "#2b8a3e", n - 1: "#c92a2a"}
     for r in rows:
         if r["index"] in ends:        # the endpoint's quartile band across the whole range
@@ -44,7 +42,8 @@ def metric_svg(n: int, metric: dict[str, Any], title: str) -> str:
     parts.append(f'<text x="{left}" y="{base}">0 (old endpoint)</text>')
     parts.append(f'<text x="{width - right}" y="{base}" text-anchor="end">{n - 1} (new endpoint)'
                  f'</text>')
-    parts.append(f'<text x="{left}" y="{base + 18}" fill="#495057">{_xml(metric["name"])} '
+    parts.append(f'<text x="{left}" y="{base + 18}" fill="#495057">'
+                 f'{escape(metric["name"], quote=False)} '
                  f'({metric["better"]} is better) by commit position: dot median, blue box '
                  f'quartiles, line min..max; bands: the endpoints\' quartiles (green old, red new)'
                  f'</text>')

@@ -210,13 +210,14 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     per_probe = statistics.median(durations) if durations else 0.0
     serial_steps = ceil_log(max(n - 1, 1), 2) + len(result.skipped if result else [])
     status = result.status if result else rec.status.value
+    metric = result.metric if result and result.metric and result.metric["samples"] else None
     return {
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
         "origin": params.origin, "slug": slug, "first": first, "last": last,
         "subject": params.subject,
-        "verb": _verb(result),
-        "metric": result.metric if result else None,
-        "metric_rows": _metric_rows(result, commit),
+        "verb": _verb(result, metric),
+        "metric": metric,        # --metric with numbers measured: its section and plot
+        "metric_rows": _metric_rows(metric, commit),
         "candidates": [commit(s) for s in (result.candidates if result else [])],
         "endpoints": [("old", commit(rec.candidates[0])), ("new", commit(rec.candidates[-1]))],
         "recipe": params.recipe, "where": params.backend, "params": params,
@@ -225,8 +226,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "evidence": evidence, "probes": probes,
         "probe_rows": [dict(p=p, c=commit(p.commit)) for p in probes],
         "intervals": intervals(n, probes) if probes else [],
-        "svg_name": out.with_name(out.stem + ("-metric.svg" if result and result.metric and
-                                              result.metric["samples"] else "-narrowing.svg")).name,
+        "svg_name": out.with_name(out.stem + ("-metric.svg" if metric else "-narrowing.svg")).name,
         "builds_done": sum(1 for p in performed if p.build_s is not None
                            and not p.details.get("build_reused")),
         "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
@@ -247,18 +247,18 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     }
 
 
-def _verb(result) -> str:
-    if result and result.metric and result.metric.get("culprit"):
-        c = result.metric["culprit"]
+def _verb(result, metric: dict[str, Any] | None) -> str:
+    if metric and metric.get("culprit"):
+        c = metric["culprit"]
         return f"made {abs(c['change']):.1%} {'worse' if c['worse'] else 'better'}"
     return "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced"
 
 
-def _metric_rows(result, commit) -> list[dict[str, Any]]:
-    if not result or not result.metric:
+def _metric_rows(metric: dict[str, Any] | None, commit) -> list[dict[str, Any]]:
+    if not metric:
         return []
     return [dict(s, c=commit(sha)) for sha, s in
-            sorted(result.metric["samples"].items(), key=lambda kv: kv[1]["index"])]
+            sorted(metric["samples"].items(), key=lambda kv: kv[1]["index"])]
 
 
 def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
@@ -277,7 +277,7 @@ def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     svg = out.with_name(model["svg_name"])
     labels = model["labels"]
     title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {model['n'] - 1} commits"
-    if model["metric"] and model["metric"]["samples"]:
+    if model["metric"]:
         svg.write_text(metric_svg(model["n"], model["metric"], scrub(title)))
     else:
         svg.write_text(narrowing_svg(model["n"], model["probes"], scrub(title)))

@@ -336,20 +336,20 @@ class SlurmBackend:
     def run_round(self, requests: Sequence[ProbeRequest],
                   on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         self.session = requests[0].session
-        by_commit = {r.key: r for r in requests}
+        by_key = {r.key: r for r in requests}
         known = self._probes()
         fresh = [r for r in requests if r.key not in known]
-        if known.keys() & by_commit.keys():
-            self.say(f"re-attaching to {len(known.keys() & by_commit.keys())} probe job(s) "
+        if known.keys() & by_key.keys():
+            self.say(f"re-attaching to {len(known.keys() & by_key.keys())} probe job(s) "
                      "submitted by an earlier run")
         try:
             self._finish_submissions(known)
             if fresh:
                 for commit, outcome in self._submit(fresh).items():
-                    yield by_commit[commit], outcome
+                    yield by_key[commit], outcome
             for req in requests:
                 on_phase(req, "queued")
-            yield from self._wait(by_commit, requests[0].runs, requests[0].policy, on_phase)
+            yield from self._wait(by_key, requests[0].runs, requests[0].policy, on_phase)
         except BaseException:
             self.cancel()
             raise
@@ -424,9 +424,9 @@ class SlurmBackend:
         out = self.sched.run(["sbatch", "--parsable", *extra, str(script)], what="sbatch")
         return out.strip().split(";")[0]
 
-    def _wait(self, by_commit: dict[str, ProbeRequest], runs: int, policy: RepeatPolicy,
+    def _wait(self, by_key: dict[str, ProbeRequest], runs: int, policy: RepeatPolicy,
               on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
-        pending = set(by_commit)
+        pending = set(by_key)
         delay = self.s.poll_min
         while pending:
             probes = self._probes()
@@ -434,8 +434,8 @@ class SlurmBackend:
                 outcome = self._outcome(commit, probes[commit], runs, policy)
                 if outcome is not None:
                     pending.discard(commit)
-                    self.worktrees.remove(by_commit[commit].commit[:12])
-                    yield by_commit[commit], outcome
+                    self.worktrees.remove(by_key[commit].commit[:12])
+                    yield by_key[commit], outcome
             if not pending:
                 break
             states = self._states({probes[c][k] for c in pending
@@ -446,14 +446,14 @@ class SlurmBackend:
                 if phase is None:
                     gone.append(commit)
                 elif phase in ("build", "test"):
-                    on_phase(by_commit[commit], phase)
+                    on_phase(by_key[commit], phase)
             progressed = False
             for commit, ended in self._ended({c: probes[c] for c in gone}).items():
                 progressed = True
-                outcome = self._handle_end(commit, probes[commit], ended, by_commit[commit])
+                outcome = self._handle_end(commit, probes[commit], ended, by_key[commit])
                 if outcome is not None:
                     pending.discard(commit)
-                    yield by_commit[commit], outcome
+                    yield by_key[commit], outcome
             delay = self.s.poll_min if progressed else min(delay * 1.5, self.s.poll_max)
             if pending:
                 time.sleep(delay)
