@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bisect --metric on a CUDA machine, with the repro's --measure as the test (BENCHMARKS.md).
-#   [MAX_RUNS=10] bash benchmarks/metric_gpu.sh found|null [N]
+#   [MAX_RUNS=10] [LIMIT=SECONDS] [RESUME=DIR] bash benchmarks/metric_gpu.sh found|null [N]
 # found: a generated history of N commits (default 8) where the commit at N/2 switches the
 # attention to PyTorch's math backend (a real, slower kernel); null: no commit changes
-# anything. Writes the bisect JSON and the report under ${OUT:-benchmarks/results}.
+# anything. Writes the bisect JSON, the report and the session's state under
+# ${OUT:-benchmarks/results}. LIMIT stops the bisection after that many seconds (the device's
+# calls are capped); the same command with RESUME=<a state it wrote> goes on from there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:?found or null}; N=${2:-8}
@@ -13,14 +15,16 @@ if [ -d .whl ]; then     # the device has no gitpython or docker SDK: carried wh
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-WORK=$(mktemp -d)
+WORK=/tmp/metric_gpu_$MODE      # fixed: a resumed session finds the same paths
+rm -rf "$WORK"; mkdir -p "$WORK"
+[ -n "${RESUME:-}" ] && cp -r "$RESUME" "$WORK/state" && chmod -R u+w "$WORK/state"
 [ "$MODE" = found ] && TRANSITION=$((N / 2)) || TRANSITION=$N
 python3 -c "
 from pathlib import Path; from benchmarks.repos import make_repo
 print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])" > "$DEST/metric_gpu_$MODE.expected"
 TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
 t0=$(date +%s)
-(cd "$WORK/repo" && python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
+(cd "$WORK/repo" && timeout -s INT "${LIMIT:-0}" python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
     --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs "${MAX_RUNS:-10}" \
     --state "$WORK/state" --cache-dir "$WORK/cache" --quiet --json) > "$DEST/metric_gpu_$MODE.json"
 rc=$?
@@ -35,6 +39,8 @@ for k in ("endpoints", "culprit"):
         print(k, {x: m[k][x] for x in ("change", "low", "high", "p", "call")})
 print("runs", r["runs"], "probes", r["probes"], "per commit", {s["index"]: s["n"] for s in m.get("samples", {}).values()})
 PY
+rm -rf "$DEST/metric_gpu_${MODE}_state"; mkdir -p "$DEST/metric_gpu_${MODE}_state"
+(cd "$WORK/state" && cp -r $(ls | grep -v "^worktrees$") "$DEST/metric_gpu_${MODE}_state/")
 cp "$WORK"/state/reports/*.md "$WORK"/state/reports/*.svg "$DEST/" 2>/dev/null
 python3 - "$WORK/state/state.db" > "$DEST/metric_gpu_${MODE}_runs.txt" <<'PY'
 import json, sqlite3, sys

@@ -64,6 +64,7 @@ def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cl
     report = Path(result["report"]).read_text()
     assert f"`timing.best_ms` was made {abs(m['culprit']['change']):.1%} worse by" in report
     assert "## The measurements" in report and f"| 13/23 | `{shas[13][:12]}`" in report
+    assert "runs one at a time, 10 per commit a round, at most 60" in report
     svg = Path(result["report"]).with_name(result["session"] + "-metric.svg").read_text()
     assert svg.count("<circle") == len(m["samples"]) >= 5
     # the same command again: every commit's whole sample comes from the cache
