@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .store import digest
+from .keys import digest
 
 
 def artifact_name(url: str) -> str:

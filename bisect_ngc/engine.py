@@ -16,8 +16,10 @@ from .history import History
 from .recipes import Recipe
 from .search import (RepeatPolicy, Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
-from .store import (CacheKey, ProbeRecord, SessionParams, SessionRecord, SessionResult,
-                    SessionStatus, Store, digest)
+from .keys import CacheKey, digest
+from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
+                      finished)
+from .store import Store
 
 if TYPE_CHECKING:
     from .components import ImageSwaps
@@ -344,7 +346,7 @@ class Bisection:
     def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
         """The session a run would use now, and its verdicts so far; changes nothing."""
         mine = [s for s in self.store.sessions() if s.params.key == self.key]
-        unfinished = [s for s in mine if not s.status.finished]
+        unfinished = [s for s in mine if not finished(s.status)]
         if unfinished:
             return unfinished[0].id, self.store.verdicts(unfinished[0].id)
         return f"{self.key}-{len(mine) + 1}", {}

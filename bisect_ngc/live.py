@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .tracker import Tracker, fmt_seconds
-from .store import ProbeRecord, SessionRecord
+from .records import ProbeRecord, SessionRecord
 
 
 class RichEvents(Tracker):

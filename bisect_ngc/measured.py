@@ -21,7 +21,8 @@ from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
 from .engine import Bisection, Tier
 from .search import Result, Round, Status, Verdict, next_step, skip_limit
-from .store import ProbeRecord, SessionResult, digest
+from .keys import digest
+from .records import ProbeRecord, SessionResult
 
 
 @dataclass(frozen=True)

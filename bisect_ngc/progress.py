@@ -5,7 +5,7 @@ import sys
 from typing import IO
 
 from .engine import Events
-from .store import ProbeRecord, SessionRecord
+from .records import ProbeRecord, SessionRecord
 from .tracker import Tracker, fmt_seconds
 
 

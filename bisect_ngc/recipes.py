@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from .store import digest
+from .keys import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
 REPRO_SUBJECT = "The weak-ref capture failure"

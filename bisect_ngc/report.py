@@ -24,7 +24,8 @@ from .engine import tally
 from .environments import Environment
 from .metric_plot import metric_svg
 from .search import Verdict, ceil_log, open_interval
-from .store import ProbeRecord, Store
+from .records import ProbeRecord
+from .store import Store
 
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 SYSTEM_DIRS = {"bin", "sbin", "usr", "etc", "opt", "lib", "lib64", "dev", "proc", "sys", "run",

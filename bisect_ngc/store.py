@@ -8,17 +8,18 @@ database read-only. A state that cannot be used is a clear error, never a silent
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import UserError
+from .keys import CacheKey
+from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
+                      SlurmJob, from_dict)
 from .search import Verdict
 
 SCHEMA = """
@@ -74,116 +75,20 @@ CREATE TABLE IF NOT EXISTS commits (
     date TEXT NOT NULL,
     pr INTEGER
 );
-CREATE TABLE IF NOT EXISTS jobs (
+CREATE TABLE IF NOT EXISTS slurm_jobs (
     session TEXT NOT NULL,
-    name TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (session, name)
+    key TEXT NOT NULL,
+    round TEXT NOT NULL,
+    task INTEGER NOT NULL,
+    build_job TEXT,
+    test_job TEXT,
+    attempt INTEGER NOT NULL,
+    expect TEXT NOT NULL,
+    submitted REAL NOT NULL,
+    cancelled_by_us INTEGER NOT NULL,
+    PRIMARY KEY (session, key)
 );
 """
-
-
-def digest(obj: Any) -> str:
-    """A stable hash of a JSON-able value."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-@dataclass
-class ProbeRecord:
-    round: int
-    idx: int
-    commit: str
-    verdict: Verdict
-    reason: str = ""
-    exit_code: int | None = None
-    build_s: float | None = None
-    test_s: float | None = None
-    runs: list[str] = field(default_factory=list)
-    cached: bool = False
-    started: float | None = None
-    ended: float | None = None
-    logs: dict[str, str] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-class SessionStatus(str, Enum):
-    RUNNING = "running"
-    INTERRUPTED = "interrupted"
-    FOUND = "found"
-    AMBIGUOUS = "ambiguous"
-    INVALID_ENDPOINTS = "invalid-endpoints"
-    NOT_IN_COMMITS = "not-in-commits"
-
-    @property
-    def finished(self) -> bool:
-        return self not in (SessionStatus.RUNNING, SessionStatus.INTERRUPTED)
-
-
-def _from_dict(cls, data: dict[str, Any] | None):
-    """A dataclass from stored JSON, ignoring keys that later versions dropped."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in (data or {}).items() if k in names})
-
-
-@dataclass
-class SessionParams:
-    """What was asked, and what the report needs to tell it without the repository."""
-
-    key: str = ""
-    identity: dict[str, str] = field(default_factory=dict)
-    jobs: int = 1
-    repeat: int = 1
-    policy: str = "any"
-    backend: dict[str, Any] = field(default_factory=dict)     # Backend.describe()
-    recipe: dict[str, Any] = field(default_factory=dict)      # Recipe.show()
-    labels: dict[str, Any] = field(default_factory=dict)      # how the endpoints were named
-    origin: str = ""                                          # for links; no credentials
-    subject: str = "The failure"                              # the headline's subject
-    probe_argv: list[str] = field(default_factory=list)       # re-checks one commit
-
-
-@dataclass
-class SessionResult:
-    """The answer, as the engine found it (shas, not indices)."""
-
-    status: str
-    first_new: str | None = None
-    last_old: str | None = None
-    candidates: list[str] = field(default_factory=list)
-    old_outcome: str | None = None
-    new_outcome: str | None = None
-    skipped: list[str] = field(default_factory=list)
-    explanation: str = ""
-    n_candidates: int = 0          # commits after the old endpoint on the path
-    endpoint_reasons: dict[str, str] = field(default_factory=dict)
-    ships: list[dict[str, str]] = field(default_factory=list)  # catalog releases with it
-    components: dict[str, Any] | None = None   # which part of the container, when not torch
-    metric: dict[str, Any] | None = None       # --metric: the samples' summary and effects
-
-
-@dataclass
-class SessionRecord:
-    id: str
-    created: float
-    updated: float
-    status: SessionStatus
-    params: SessionParams
-    candidates: list[str]
-    result: SessionResult | None
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    repo: str
-    commit: str
-    recipe: str
-    test: str
-    env: str
-
-    @property
-    def key(self) -> str:
-        return digest([self.repo, self.commit, self.recipe, self.test, self.env])
 
 
 _MOVE_HINT = "move the state directory aside (or pass another --state) and run again"
@@ -299,13 +204,7 @@ class Store:
 
     # probes
     def add_probe(self, sid: str, p: ProbeRecord) -> None:
-        self.db.execute(
-            "INSERT INTO probes(session, round, idx, commit_sha, verdict, reason, exit_code, "
-            "build_s, test_s, runs, cached, started, ended, logs, details) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (sid, p.round, p.idx, p.commit, p.verdict.value, p.reason, p.exit_code,
-             p.build_s, p.test_s, json.dumps(p.runs), int(p.cached), p.started, p.ended,
-             json.dumps(p.logs), json.dumps(p.details)))
+        self._insert("INSERT", "probes", dict(_columns(p), session=sid))
         self.db.execute("UPDATE sessions SET updated=? WHERE id=?", (time.time(), sid))
 
     def probes(self, sid: str) -> list[ProbeRecord]:
@@ -320,20 +219,17 @@ class Store:
         row = self.db.execute("SELECT * FROM cache WHERE key=?", (key.key,)).fetchone()
         if row is None or (not skips and row["verdict"] == Verdict.SKIP.value):
             return None
-        return ProbeRecord(round=0, idx=-1, commit=row["commit_sha"],
-                           verdict=Verdict(row["verdict"]), reason=row["reason"],
-                           exit_code=row["exit_code"], build_s=row["build_s"],
-                           test_s=row["test_s"], runs=json.loads(row["runs"]), cached=True,
-                           logs=json.loads(row["logs"]), details=json.loads(row["details"]))
+        return _probe(row, round=0, idx=-1, cached=True)
 
     def cache_put(self, key: CacheKey, p: ProbeRecord) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO cache(key, repo, commit_sha, recipe, test, env, verdict, "
-            "reason, exit_code, build_s, test_s, runs, logs, details, created) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (key.key, key.repo, key.commit, key.recipe, key.test, key.env, p.verdict.value,
-             p.reason, p.exit_code, p.build_s, p.test_s, json.dumps(p.runs),
-             json.dumps(p.logs), json.dumps(p.details), time.time()))
+        row = {c: v for c, v in _columns(p).items() if c not in _SESSION_ONLY}
+        self._insert("INSERT OR REPLACE", "cache",
+                     dict(row, key=key.key, repo=key.repo, commit_sha=key.commit,
+                          recipe=key.recipe, test=key.test, env=key.env, created=time.time()))
+
+    def _insert(self, verb: str, table: str, row: dict[str, Any]) -> None:
+        self.db.execute(f"{verb} INTO {table}({', '.join(row)}) "
+                        f"VALUES ({','.join('?' * len(row))})", tuple(row.values()))
 
     # commit metadata, so reports need no repository
     def remember_commits(self, infos: Iterable[Any]) -> None:
@@ -351,32 +247,50 @@ class Store:
             out.update({r["sha"]: r for r in rows})
         return out
 
-    # backend bookkeeping (job ids and the like), so a re-run can re-attach
-    def remember(self, sid: str, name: str, value: Any) -> None:
-        self.db.execute("INSERT OR REPLACE INTO jobs(session, name, value) VALUES (?,?,?)",
-                        (sid, name, json.dumps(value)))
+    # Slurm's job ids, so a re-run can re-attach
+    def put_slurm_job(self, sid: str, job: SlurmJob) -> None:
+        self._insert("INSERT OR REPLACE", "slurm_jobs", dict(asdict(job), session=sid))
 
-    def recall(self, sid: str) -> dict[str, Any]:
-        rows = self.db.execute("SELECT name, value FROM jobs WHERE session=?", (sid,))
-        return {r["name"]: json.loads(r["value"]) for r in rows.fetchall()}
+    def slurm_jobs(self, sid: str) -> dict[str, SlurmJob]:
+        rows = self.db.execute("SELECT * FROM slurm_jobs WHERE session=?", (sid,)).fetchall()
+        names = [f.name for f in fields(SlurmJob)]
+        jobs = [SlurmJob(**{n: r[n] for n in names}) for r in rows]
+        return {j.key: SlurmJob(**dict(asdict(j), cancelled_by_us=bool(j.cancelled_by_us)))
+                for j in jobs}
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
     result = json.loads(row["result"]) if row["result"] else None
     return SessionRecord(id=row["id"], created=row["created"], updated=row["updated"],
                          status=SessionStatus(row["status"]),
-                         params=_from_dict(SessionParams, json.loads(row["params"])),
+                         params=from_dict(SessionParams, json.loads(row["params"])),
                          candidates=row["candidates"].split("\n") if row["candidates"] else [],
-                         result=_from_dict(SessionResult, result) if result else None)
+                         result=from_dict(SessionResult, result) if result else None)
 
 
-def _probe(row: sqlite3.Row) -> ProbeRecord:
-    return ProbeRecord(round=row["round"], idx=row["idx"], commit=row["commit_sha"],
-                       verdict=Verdict(row["verdict"]), reason=row["reason"],
-                       exit_code=row["exit_code"], build_s=row["build_s"], test_s=row["test_s"],
-                       runs=json.loads(row["runs"]), cached=bool(row["cached"]),
-                       started=row["started"], ended=row["ended"], logs=json.loads(row["logs"]),
-                       details=json.loads(row["details"]))
+# The one mapping between a ProbeRecord and a row of `probes` or `cache`.
+_JSON = ("runs", "logs", "details")
+_SESSION_ONLY = ("round", "idx", "cached", "started", "ended")   # the cache has no rounds
+
+
+def _col(name: str) -> str:
+    return "commit_sha" if name == "commit" else name
+
+
+def _columns(p: ProbeRecord) -> dict[str, Any]:
+    row = {_col(f.name): getattr(p, f.name) for f in fields(ProbeRecord)}
+    row.update({k: json.dumps(row[k]) for k in _JSON}, verdict=p.verdict.value,
+               cached=int(p.cached))
+    return row
+
+
+def _probe(row: sqlite3.Row, **given: Any) -> ProbeRecord:
+    names = set(row.keys())
+    values = {f.name: row[_col(f.name)] for f in fields(ProbeRecord) if _col(f.name) in names}
+    values.update({k: json.loads(values[k]) for k in _JSON},
+                  verdict=Verdict(values["verdict"]), **given)
+    values["cached"] = bool(values.get("cached"))
+    return ProbeRecord(**values)
 
 
 class StateLock:

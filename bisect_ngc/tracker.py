@@ -8,7 +8,7 @@ import time
 from .backends.base import ProbeRequest
 from .engine import Events
 from .search import ceil_log
-from .store import ProbeRecord, SessionRecord
+from .records import ProbeRecord, SessionRecord
 
 
 class Tracker(Events):

@@ -20,7 +20,7 @@ from .backends.base import Source
 from .history import History
 from .overlay import OVERLAY_COST, Base, Change, Decision, OverlayRule, choose_base, decide
 from .search import Verdict
-from .store import digest
+from .keys import digest
 
 
 class OverlayRefused(Exception):

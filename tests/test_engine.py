@@ -14,7 +14,8 @@ from bisect_ngc.engine import Bisection, Range, Settings, tally
 from bisect_ngc.history import History
 from bisect_ngc.recipes import Recipe
 from bisect_ngc.search import Verdict
-from bisect_ngc.store import SessionStatus, Store
+from bisect_ngc.records import SessionStatus
+from bisect_ngc.store import Store
 
 
 class ScriptedBackend:

@@ -11,8 +11,9 @@ from benchmarks.repos import BUILD, TEST, make_repo
 from bisect_ngc.errors import UserError
 from bisect_ngc.question import Options, ask
 from bisect_ngc.search import Verdict
-from bisect_ngc.store import (CacheKey, ProbeRecord, SessionParams, SessionResult,
-                              SessionStatus, Store)
+from bisect_ngc.keys import CacheKey
+from bisect_ngc.records import ProbeRecord, SessionParams, SessionResult, SessionStatus
+from bisect_ngc.store import Store
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from bisect_ngc.report import github_slug
-from bisect_ngc.store import SessionStatus, Store
+from bisect_ngc.records import SessionStatus
+from bisect_ngc.store import Store
 
 from benchmarks.repos import BUILD, TEST, make_repo
 

@@ -26,7 +26,9 @@ from bisect_ngc.history import History, Worktrees
 from bisect_ngc.artifacts import ArtifactStore
 from bisect_ngc.recipes import Recipe
 from bisect_ngc.search import RepeatPolicy, ceil_log
-from bisect_ngc.store import Store, digest
+from bisect_ngc.keys import digest
+from bisect_ngc.records import SlurmJob
+from bisect_ngc.store import Store
 
 from benchmarks.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
 
@@ -144,8 +146,8 @@ def kill_after_two_rounds_and_rerun(argv: list[str], state: Path,
 
     def submitted_rounds() -> int:
         latest = store.latest()
-        return len({v["test_job"] for k, v in store.recall(latest.id).items()
-                    if k.startswith("probe:") and v["test_job"]}) if latest else 0
+        return len({j.test_job for j in store.slurm_jobs(latest.id).values()
+                    if j.test_job}) if latest else 0
 
     while submitted_rounds() < 2:
         assert time.monotonic() < end and proc.poll() is None
@@ -317,8 +319,8 @@ def test_ctrl_c_cancels_every_job_of_the_session(tmp_path):
     while my_jobs(sid) and time.monotonic() < end:
         time.sleep(0.5)
     assert not my_jobs(sid)
-    jobs = sorted({v[k] for name, v in store.recall(sid).items() if name.startswith("probe:")
-                   for k in ("build_job", "test_job")})
+    jobs = sorted({j for job in store.slurm_jobs(sid).values()
+                   for j in (job.build_job, job.test_job)})
     assert jobs
     end = time.monotonic() + 30
     while True:   # slurmdbd records the cancellation a moment later
@@ -465,10 +467,10 @@ def test_prebuilt_artifacts_are_test_only_jobs(tmp_path, run_cli):
     res = json.loads(out)
     assert res["first_new"] == shas[27] and res["prebuilt"] >= 3
     store = Store(tmp_path / "st")
-    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    recs = store.slurm_jobs(res["session"])
     tiers = {p.commit: p.details["tier"] for p in store.probes(res["session"])}
-    assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "prebuilt")
-    assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
+    assert all(recs[c].build_job is None for c, t in tiers.items() if t == "prebuilt")
+    assert all(recs[c].build_job for c, t in tiers.items() if t == "build")
     assert {c for c, t in tiers.items() if t == "build"} <= set(shas[21:30])
 
 
@@ -507,11 +509,11 @@ def test_the_image_tier_runs_as_test_only_jobs_in_each_image(tmp_path, run_cli, 
     res = json.loads(out)
     assert res["first_new"] == shas[70]
     store = Store(tmp_path / "st")
-    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    recs = store.slurm_jobs(res["session"])
     probes = store.probes(res["session"])
     images = {p.details["source"] for p in probes if p.details["tier"] == "image"}
     assert {"NGC 90.01", "NGC 90.03", "NGC 90.04", "NGC 90.05"} <= images
-    assert all(recs[p.commit]["build_job"] is None for p in probes
+    assert all(recs[p.commit].build_job is None for p in probes
                if p.details["tier"] == "image")
     builds = [p for p in probes if p.details["tier"] == "build"]
     # the two adjacent releases' own commits in the build environment first (the evidence
@@ -541,10 +543,10 @@ def test_overlay_probes_are_test_only_jobs(tmp_path, run_cli, jobs):
     res = json.loads(out)
     assert res["first_new"] == shas[27] and res["overlays"] > 0
     store = Store(tmp_path / "st")
-    recs = {k[6:]: v for k, v in store.recall(res["session"]).items() if k.startswith("probe:")}
+    recs = store.slurm_jobs(res["session"])
     tiers = {p.commit: p.details["tier"] for p in store.probes(res["session"])}
-    assert all(recs[c]["build_job"] is None for c, t in tiers.items() if t == "overlay")
-    assert all(recs[c]["build_job"] for c, t in tiers.items() if t == "build")
+    assert all(recs[c].build_job is None for c, t in tiers.items() if t == "overlay")
+    assert all(recs[c].build_job for c, t in tiers.items() if t == "build")
     assert res["builds"] == sum(t == "build" for t in tiers.values()) < 6
 
 
@@ -563,12 +565,12 @@ def test_a_task_that_left_the_queue_ends_as_its_accounting_says():
 
 def test_the_queue_says_which_phase_a_probe_is_in():
     from bisect_ngc.backends.slurm import queue_phase
-    rec = {"build_job": "10", "test_job": "11", "task": 2}
+    rec = SlurmJob("c", "r", 2, build_job="10", test_job="11")
     assert queue_phase(rec, {"10_2": "RUNNING", "11": "PENDING"}) == "build"
     assert queue_phase(rec, {"11_2": "RUNNING"}) == "test"
     assert queue_phase(rec, {"11": "PENDING"}) == "queued"       # a pending array range
     assert queue_phase(rec, {}) is None
-    assert queue_phase({"build_job": None, "test_job": "11", "task": 0}, {}) is None
+    assert queue_phase(SlurmJob("c", "r", 0, test_job="11"), {}) is None
 
 
 @needs_slurm
@@ -606,6 +608,5 @@ def test_a_metric_bisection_runs_each_run_as_a_job_of_its_own(tmp_path, run_cli)
     probes = Store(tmp_path / "st").probes(res["session"])
     values = [p.details["samples"][0] for p in probes]
     assert len(values) >= 8 and len(set(values)) == len(values)     # every number measured
-    jobs = {rec["test_job"] for key, rec in Store(tmp_path / "st").recall(res["session"]).items()
-            if key.startswith("probe:")}
+    jobs = {job.test_job for job in Store(tmp_path / "st").slurm_jobs(res["session"]).values()}
     assert len(jobs) == len(probes)                                  # a test job per run

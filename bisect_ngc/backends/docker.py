@@ -25,7 +25,7 @@ from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..history import Worktrees
 from ..recipes import Mount, Recipe
-from ..store import digest
+from ..keys import digest
 from ..verdicts import BuildFact, RunFact
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,

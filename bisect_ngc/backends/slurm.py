@@ -16,7 +16,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -28,7 +28,9 @@ from ..git_mirrors import CheckoutError
 from ..history import Worktrees
 from ..recipes import REPRO_IN_CONTAINER, Mount, Recipe
 from ..search import RepeatPolicy, Verdict
-from ..store import Store, digest
+from ..keys import digest
+from ..records import SlurmJob
+from ..store import Store
 from ..verdicts import BuildFact, RunFact, judge_probe
 from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
                    fetch_prebuilt, last_json_line)
@@ -80,13 +82,16 @@ class SlurmSettings:
 # controller may take a minute to answer.
 UNACCOUNTED_AFTER_S = 120.0
 
+_ENDED_WITHOUT_RESULT = {"TIMEOUT": "job hit the Slurm time limit (--time)",
+                         "OUT_OF_MEMORY": "job ran out of memory"}
 
-def queue_phase(rec: dict[str, Any], states: dict[str, str]) -> str | None:
+
+def queue_phase(job: SlurmJob, states: dict[str, str]) -> str | None:
     """What squeue says a probe's tasks are doing: build, test, queued, or None once
     neither task is in the queue."""
-    def state(job: str | None) -> str | None:
-        return states.get(f"{job}_{rec['task']}") or states.get(job) if job else None
-    test, build = state(rec["test_job"]), state(rec["build_job"])
+    def state(jid: str | None) -> str | None:
+        return states.get(f"{jid}_{job.task}") or states.get(jid) if jid else None
+    test, build = state(job.test_job), state(job.build_job)
     if test in ("RUNNING", "COMPLETING"):
         return "test"
     if build in ("RUNNING", "COMPLETING"):
@@ -231,8 +236,8 @@ class SlurmBackend:
 
     def cancel(self) -> None:
         self.cancelling = True
-        for commit, rec in self._probes().items():   # our own scancel: never a used attempt
-            self.store.remember(self.session, f"probe:{commit}", dict(rec, cancelled_by_us=True))
+        for job in self._jobs().values():   # our own scancel: never a used attempt
+            self.store.put_slurm_job(self.session, replace(job, cancelled_by_us=True))
         jobs = self._session_jobs()
         if jobs:
             try:
@@ -246,15 +251,11 @@ class SlurmBackend:
         return f"{self.session}-{digest(str(self.store.root))[:6]}"
 
     # --- bookkeeping in the state database -------------------------------------------
-    def _probes(self) -> dict[str, dict[str, Any]]:
-        return {k[6:]: v for k, v in self.store.recall(self.session).items()
-                if k.startswith("probe:")}
+    def _jobs(self) -> dict[str, SlurmJob]:
+        return self.store.slurm_jobs(self.session)
 
     def _session_jobs(self) -> set[str]:
-        jobs = set()
-        for rec in self._probes().values():
-            jobs.update(j for j in (rec.get("build_job"), rec.get("test_job")) if j)
-        return jobs
+        return {j for job in self._jobs().values() for j in (job.build_job, job.test_job) if j}
 
     # --- rendering -------------------------------------------------------------------
     def round_dir(self, key: str) -> Path:
@@ -337,7 +338,7 @@ class SlurmBackend:
                   on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         self.session = requests[0].session
         by_key = {r.key: r for r in requests}
-        known = self._probes()
+        known = self._jobs()
         fresh = [r for r in requests if r.key not in known]
         if known.keys() & by_key.keys():
             self.say(f"re-attaching to {len(known.keys() & by_key.keys())} probe job(s) "
@@ -387,14 +388,13 @@ class SlurmBackend:
         # build: their rounds are a test array alone.
         prebuilt = requests[0].source is not None
         build_job = None if prebuilt else self._sbatch(rdir / "build.sh", [])
-        recs = {t["key"]: {"round": key, "task": t["index"], "build_job": build_job,
-                              "test_job": None, "attempt": attempt, "expect": t["expect"],
-                              "submitted": time.time()} for t in tasks}
-        for commit, rec in recs.items():
-            self.store.remember(self.session, f"probe:{commit}", rec)
+        jobs = [SlurmJob(t["key"], key, t["index"], build_job, None, attempt, t["expect"],
+                         time.time()) for t in tasks]
+        for job in jobs:
+            self.store.put_slurm_job(self.session, job)
         test_job = self._submit_tests(key, build_job)
-        for commit, rec in recs.items():
-            self.store.remember(self.session, f"probe:{commit}", dict(rec, test_job=test_job))
+        for job in jobs:
+            self.store.put_slurm_job(self.session, replace(job, test_job=test_job))
         self.say(f"submitted {len(tasks)} probe(s): " + (f"build array {build_job}, "
                                                          if build_job else "prebuilt, ") +
                  f"test array {test_job}")
@@ -404,20 +404,18 @@ class SlurmBackend:
         after = [f"--dependency=afterok:{build_job}"] if build_job else []
         return self._sbatch(self.round_dir(key) / "test.sh", after)
 
-    def _finish_submissions(self, known: dict[str, dict[str, Any]]) -> None:
+    def _finish_submissions(self, known: dict[str, SlurmJob]) -> None:
         """Submit the test array of a round whose controller died right after its build
         array was submitted."""
-        rounds = {rec["round"]: rec.get("build_job") for rec in known.values()
-                  if not rec.get("test_job")}
+        rounds = {job.round: job.build_job for job in known.values() if not job.test_job}
         for key, build_job in rounds.items():
             try:
                 test_job = self._submit_tests(key, build_job)
             except UserError:   # the build job is long gone: its outcome files decide
                 test_job = self._sbatch(self.round_dir(key) / "test.sh", [])
-            for commit, rec in known.items():
-                if rec["round"] == key:
-                    rec["test_job"] = test_job
-                    self.store.remember(self.session, f"probe:{commit}", rec)
+            for job in known.values():
+                if job.round == key:
+                    self.store.put_slurm_job(self.session, replace(job, test_job=test_job))
             self.say(f"submitted the test array {test_job} that an interrupted run had not")
 
     def _sbatch(self, script: Path, extra: list[str]) -> str:
@@ -426,50 +424,56 @@ class SlurmBackend:
 
     def _wait(self, by_key: dict[str, ProbeRequest], runs: int, policy: RepeatPolicy,
               on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        """Look until every probe has an outcome; sooner after a look that saw progress."""
         pending = set(by_key)
         delay = self.s.poll_min
         while pending:
-            probes = self._probes()
-            for commit in sorted(pending):
-                outcome = self._outcome(commit, probes[commit], runs, policy)
-                if outcome is not None:
-                    pending.discard(commit)
-                    self.worktrees.remove(by_key[commit].commit[:12])
-                    yield by_key[commit], outcome
-            if not pending:
-                break
-            states = self._states({probes[c][k] for c in pending
-                                   for k in ("build_job", "test_job") if probes[c][k]})
-            gone = []
-            for commit in sorted(pending):
-                phase = queue_phase(probes[commit], states)
-                if phase is None:
-                    gone.append(commit)
-                elif phase in ("build", "test"):
-                    on_phase(by_key[commit], phase)
-            progressed = False
-            for commit, ended in self._ended({c: probes[c] for c in gone}).items():
-                progressed = True
-                outcome = self._handle_end(commit, probes[commit], ended, by_key[commit])
-                if outcome is not None:
-                    pending.discard(commit)
-                    yield by_key[commit], outcome
-            delay = self.s.poll_min if progressed else min(delay * 1.5, self.s.poll_max)
+            events = self._look(pending, by_key, runs, policy, on_phase)
+            for key, outcome in events:
+                if outcome is not None:       # None: ended and submitted again
+                    pending.discard(key)
+                    yield by_key[key], outcome
+            delay = self.s.poll_min if events else min(delay * 1.5, self.s.poll_max)
             if pending:
                 time.sleep(delay)
 
-    def _result_path(self, rec: dict[str, Any]) -> Path:
-        return self.round_dir(rec["round"]) / f"result-{rec['task']}.json"
+    def _look(self, pending: set[str], by_key: dict[str, ProbeRequest], runs: int,
+              policy: RepeatPolicy, on_phase: PhaseCallback
+              ) -> list[tuple[str, ProbeOutcome | None]]:
+        """One look: outcome files, then the queue, then the accounting of the tasks that
+        left the queue without one."""
+        jobs = self._jobs()
+        events: list[tuple[str, ProbeOutcome | None]] = []
+        for key in sorted(pending):
+            outcome = self._outcome(jobs[key], runs, policy)
+            if outcome is not None:
+                self.worktrees.remove(by_key[key].commit[:12])
+                events.append((key, outcome))
+        left = pending - {key for key, _ in events}
+        states = self._states({j for k in left for j in (jobs[k].build_job, jobs[k].test_job)
+                               if j}) if left else {}
+        gone = []
+        for key in sorted(left):
+            phase = queue_phase(jobs[key], states)
+            if phase is None:
+                gone.append(jobs[key])
+            elif phase in ("build", "test"):
+                on_phase(by_key[key], phase)
+        for job, ended in self._ended(gone):
+            events.append((job.key, self._handle_end(job, ended, by_key[job.key])))
+        return events
 
-    def _outcome(self, commit: str, rec: dict[str, Any], runs: int,
-                 policy: RepeatPolicy) -> ProbeOutcome | None:
-        path = self._result_path(rec)
+    def _result_path(self, job: SlurmJob) -> Path:
+        return self.round_dir(job.round) / f"result-{job.task}.json"
+
+    def _outcome(self, job: SlurmJob, runs: int, policy: RepeatPolicy) -> ProbeOutcome | None:
+        path = self._result_path(job)
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        rdir, n = self.round_dir(rec["round"]), rec["task"]
+        rdir, n = self.round_dir(job.round), job.task
         logs = {"build": rdir / f"build-{n}.log"} if (rdir / f"build-{n}.log").exists() else {}
-        details = {"slurm_test_job": f"{rec['test_job']}_{n}", "attempt": rec.get("attempt", 0)}
+        details = {"slurm_test_job": f"{job.test_job}_{n}", "attempt": job.attempt}
         built = (data.get("build") if data.get("build_failed") else None) or (
             json.loads((rdir / f"build-{n}.json").read_text())
             if (rdir / f"build-{n}.json").exists() else {})
@@ -486,7 +490,7 @@ class SlurmBackend:
             timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
             facts.append(RunFact(code, ms / 1000, timed_out, self.timeout,
                                  last_json_line(text)))
-        outcome = judge_probe(build, facts, policy, rec.get("expect") or None)
+        outcome = judge_probe(build, facts, policy, job.expect or None)
         outcome.logs = logs
         outcome.details = dict(outcome.details, **details, node=data.get("node"),
                                build_reused=not built.get("build_ms"))
@@ -517,50 +521,46 @@ class SlurmBackend:
                 states[job.split("_")[0]] = state.strip()
         return states
 
-    def _ended(self, recs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    def _ended(self, gone: list[SlurmJob]) -> list[tuple[SlurmJob, str]]:
         """How tasks that left the queue without an outcome file ended: one sacct call."""
-        recs = {c: r for c, r in recs.items() if not self._result_path(r).exists()}
-        if not recs:
-            return {}
-        jobs = sorted({r[k] for r in recs.values() for k in ("build_job", "test_job") if r[k]})
-        out = self.sched.run(["sacct", "-n", "-P", "-X", "-j", ",".join(jobs), "-o",
+        gone = [job for job in gone if not self._result_path(job).exists()]
+        if not gone:
+            return []
+        ids = sorted({j for job in gone for j in (job.build_job, job.test_job) if j})
+        out = self.sched.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o",
                               "JobID,State"], what="sacct")
         states = {}
         for line in out.splitlines():
-            job, _, state = line.partition("|")
-            states[job] = state.split()[0] if state else ""
-        ended = {}
-        for commit, rec in recs.items():
-            if self._result_path(rec).exists():
+            jid, _, state = line.partition("|")
+            states[jid] = state.split()[0] if state else ""
+        ended = []
+        for job in gone:
+            if self._result_path(job).exists():
                 continue     # it finished between the two looks
-            end = task_end(states.get(f"{rec['test_job']}_{rec['task']}"),
-                           states.get(f"{rec['build_job']}_{rec['task']}"),
-                           time.time() - rec.get("submitted", 0))
+            end = task_end(states.get(f"{job.test_job}_{job.task}"),
+                           states.get(f"{job.build_job}_{job.task}"),
+                           time.time() - job.submitted)
             if end is not None:
-                ended[commit] = end
+                ended.append((job, end))
         return ended
 
-    def _handle_end(self, commit: str, rec: dict[str, Any], state: str,
-                    req: ProbeRequest) -> ProbeOutcome | None:
+    def _handle_end(self, job: SlurmJob, state: str, req: ProbeRequest) -> ProbeOutcome | None:
+        """The outcome of a task that ended without a result, or None when it was
+        submitted again."""
         if self.cancelling:
             return None
-        if state == "CANCELLED" and rec.get("cancelled_by_us"):
-            self.say(f"probe {commit[:12]} was cancelled by an interrupted run; resubmitting")
-            return self._submit([req], attempt=rec.get("attempt", 0)).get(req.key)
+        if state == "CANCELLED" and job.cancelled_by_us:
+            self.say(f"probe {req.commit[:12]} was cancelled by an interrupted run; resubmitting")
+            return self._submit([req], attempt=job.attempt).get(req.key)
         if state in RETRYABLE or state == "UNKNOWN":
-            attempt = rec.get("attempt", 0) + 1
+            attempt = job.attempt + 1
             if attempt > self.s.max_retries:
                 return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} after {attempt} "
                                     "attempt(s)", cacheable=False)
-            self.say(f"probe {commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
+            self.say(f"probe {req.commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
             return self._submit([req], attempt=attempt).get(req.key)
-        if state == "TIMEOUT":
-            return ProbeOutcome(Verdict.SKIP, "job hit the Slurm time limit (--time)",
-                                cacheable=False)
-        if state == "OUT_OF_MEMORY":
-            return ProbeOutcome(Verdict.SKIP, "job ran out of memory", cacheable=False)
-        return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} without a result",
-                            cacheable=False)
+        return ProbeOutcome(Verdict.SKIP, _ENDED_WITHOUT_RESULT.get(
+            state, f"job {state.lower()} without a result"), cacheable=False)
 
     def submit_controller(self, sid: str, argv: list[str], *, partition: str | None,
                           time_limit: str) -> tuple[str, Path]:
