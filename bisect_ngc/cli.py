@@ -14,18 +14,18 @@ import click
 from . import json_output
 from .json_output import emit, json_option
 from . import __version__
-from .engine import DEFAULT_MAX_SKIPS, Settings, tally
+from .engine import Settings, tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
-from .metric_options import metric_from, metric_options
+from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
 from .progress import make_events, say
-from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask,
-                       options_from, question_options, run_settings)
+from .options import QUESTION, options, options_from
+from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
 from .report import write_report
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from .store import StateLock, Store
@@ -59,21 +59,9 @@ def cli() -> None:
 
 
 @cli.command(epilog=EXIT_CODES_HELP + "\n" + VERDICT_HELP + "\n" + RELEASE_HELP)
-@question_options
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Probes per round, each in its own worktree; a round splits the range "
-                   "into jobs+1 parts.")
-@click.option("--max-skips", type=click.IntRange(0), default=DEFAULT_MAX_SKIPS,
-              show_default=True,
-              help="Stop as ambiguous once more than this many commits between the "
-                   "endpoints could not be tested, naming the stretch and the commonest "
-                   "reason (0: never stop early).")
-@metric_options
+@options(*QUESTION, "jobs", "max_skips", "metric")
 @json_option
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-@click.option("--dry-run", is_flag=True,
-              help="Print what the next round would run (with --backend slurm: its batch "
-                   "scripts) and stop; submits and builds nothing.")
+@options("quiet", "dry_run")
 @click.pass_context
 def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy, **params):
     """Bisect between two revisions or releases on the first-parent path.
@@ -210,9 +198,7 @@ def _print_metric(m: dict[str, Any]) -> None:
 
 
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
-@question_options
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--brief", is_flag=True, help="Leave out the rendered build and test scripts.")
+@options(*QUESTION, "jobs", "brief")
 @json_option
 def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
     """Dry run: candidates, expected probes and rounds, the recipe and where it would run.
@@ -310,8 +296,7 @@ def _indent(text: str | None) -> str:
 
 
 @cli.command(epilog=VERDICT_HELP)
-@question_options
-@click.option("--commit", required=True, help="The revision to build and test.")
+@options(*QUESTION, "commit")
 def probe(commit, repeat, repeat_policy, **params):
     """Build and test one commit now, bypassing the result cache, and exit with its
     verdict: 0 pass, 1 fail, 125 skip. Takes the same options as `bisect`, which prints

@@ -1,19 +1,20 @@
-"""`bisect --metric`: the options of a bisection on a measurement, and their checks."""
+"""`bisect --metric`: what the metric options ask for, and their checks (the options
+themselves are declared in options.py)."""
 from __future__ import annotations
-
-from typing import Any
 
 import re
 import shlex
+from typing import Any
 
 import click
 
 from .comparator import Rule, Statistic
 from .errors import UserError
 from .measured import Metric
+from .options import OPTIONS
 
-METRIC_KEYS = ("metric", "lower_is_better", "min_change", "p_threshold", "metric_test",
-               "runs_per_round", "max_runs", "metric_cmd")
+# The options that only mean something with --metric.
+_WITH_METRIC = tuple(o.name for o in OPTIONS if o.group == "metric" and o.name != "metric")
 
 
 def _fraction(text: str) -> float:
@@ -29,55 +30,13 @@ def _fraction(text: str) -> float:
     return value / 100
 
 
-def _stack(f):
-    for opt in reversed(metric_options_list):
-        f = opt(f)
-    return f
-
-
-metric_options_list = [
-    click.option("--metric", default=None, metavar="NAME",
-                 help="Bisect a measurement instead of pass/fail: NAME is a number in the "
-                      "test's last JSON line (a dotted path for nested objects), e.g. "
-                      "step_ms of `python -m repro --measure`. Each commit gets runs in "
-                      "blocks until the comparator can tell whether it is like the old "
-                      "endpoint or the new one; the endpoints must differ first (else exit 3). "
-                      "A run that exits non-zero or prints no number measured nothing."),
-    click.option("--metric-cmd", default=None, metavar="CMD",
-                 help="--metric: a shell command run after each passing test run, in the same "
-                      "place; its last line is the number (or a JSON object with NAME)."),
-    click.option("--lower-is-better/--higher-is-better", default=True,
-                 help="--metric: which way is better (default lower, as for a step time); "
-                      "only the wording of the answer depends on it."),
-    click.option("--min-change", default="2%", show_default=True, metavar="PCT",
-                 help="--metric: the smallest relative change that counts; smaller "
-                      "differences between the endpoints are \"no change\" (exit 3)."),
-    click.option("--p-threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-                 default=0.01, show_default=True,
-                 help="--metric: the false-difference rate allowed for a comparison, over all "
-                      "its looks (each look after a block of runs uses p / looks)."),
-    click.option("--metric-test", type=click.Choice([s.value for s in Statistic]),
-                 default="mwu", show_default=True,
-                 help="--metric: mwu (Mann-Whitney U) or pinpoint (min of Kolmogorov-Smirnov "
-                      "and Mann-Whitney U, as Chromium's Pinpoint)."),
-    click.option("--runs-per-round", type=click.IntRange(2, 100), default=5,
-                 show_default=True,
-                 help="--metric: runs a commit gets each time it is measured, interleaved "
-                      "with the other commits of the round (A B A B)."),
-    click.option("--max-runs", type=click.IntRange(2, 1000), default=30, show_default=True,
-                 help="--metric: runs of one commit at most; a commit still unclear then is "
-                      "unresolved (a skip that keeps its numbers)."),
-]
-metric_options = _stack
-
-
 def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat: int,
                 repeat_policy: str) -> Metric | None:
     """The Metric the options ask for, or None for pass/fail verdicts; bad combinations are
     one sentence each."""
     name = params.get("metric")
     if name is None:
-        changed = [k for k in METRIC_KEYS[1:]
+        changed = [k for k in _WITH_METRIC
                    if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
         if changed:
             flag = "--" + changed[0].replace("_", "-")
@@ -109,7 +68,6 @@ def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat
                 test=Statistic(params["metric_test"]), block=params["runs_per_round"],
                 max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])
     return Metric(name.strip(), rule)
-
 
 
 def with_metric_cmd(test: str, cmd: str, name: str) -> str:

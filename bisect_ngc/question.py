@@ -11,9 +11,8 @@ options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
-import os
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,14 +26,14 @@ from .errors import UserError
 from .git_mirrors import redact_url
 from .history import History
 from .measured import MeasuredBisection, Metric
-from .metric_options import METRIC_KEYS
 from .overlay import OverlayRule, RuleError
 from .recipes import Recipe, local_cuda_arch, pytorch_preset
 from .components import ImageSwaps
-from .releases import UPSTREAM, Catalog, Endpoint, containing
+from .releases import Catalog, Endpoint, containing
 from .search import RepeatPolicy
+from .options import BY_NAME, Options
 from .store import Store
-from .tiers import (MAP_RULES, PYTORCH_NIGHTLY, artifact_tier, image_tier, list_artifacts,
+from .tiers import (PYTORCH_NIGHTLY, artifact_tier, image_tier, list_artifacts,
                     list_nightlies, nightly_tier)
 from .wheel_overlay import Overlays
 
@@ -72,98 +71,6 @@ container with the GPUs.
 DEFAULT_CUDA_ARCH = "9.0"
 TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nightlies"),
               "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
-DEFAULT_BUILD_TIMEOUT = 6 * 3600.0
-
-
-@dataclass
-class Options:
-    cache_dir: Path
-    state: Path
-    repo: str | None = None
-    old: str | None = None
-    new: str | None = None
-    from_: str | None = None
-    to: str | None = None
-    torch_repo: str = UPSTREAM
-    build: str | None = None
-    test: str | None = None
-    timeout: float | None = None
-    build_timeout: float | None = DEFAULT_BUILD_TIMEOUT
-    no_clean: bool = False
-    keep: tuple[str, ...] = ("build",)
-    no_submodules: bool = False
-    backend: str | None = None
-    image: str | None = None
-    build_image: str | None = None
-    base_image: str | None = None
-    cuda_arch: str | None = None
-    max_jobs: int | None = None
-    repro_args: str = ""
-    gpus: str = "auto"
-    build_tree: bool | None = None
-    retry_skips: bool = False
-    check_torch_commit: bool | None = None
-    artifact_store: Path | None = None
-    no_images: bool = False
-    no_nightlies: bool = False
-    nightly_index: str | None = None
-    nightly_urls: Path | None = None
-    artifacts: str | None = None
-    artifact_map: str = "name"
-    overlay_rule: tuple[str, ...] = ()
-    no_overlay: bool = False
-    slurm: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def release_mode(self) -> bool:
-        return bool(self.from_ or self.to)
-
-    @property
-    def backend_name(self) -> str:
-        return self.backend or ("docker" if self.release_mode else "local")
-
-    def check(self) -> None:
-        if self.release_mode:
-            if not (self.from_ and self.to):
-                raise UserError("--from and --to go together",
-                                hint="e.g. --from 24.09 --to 24.10")
-            if self.old or self.new:
-                raise UserError("use either --from/--to (releases) or --old/--new (revisions)",
-                                hint="--from 24.09 --to 24.10, or --repo R --old A --new B")
-        else:
-            if not (self.old and self.new):
-                raise UserError("say what to bisect: --old and --new, or --from and --to",
-                                hint="e.g. --repo . --old v1.0 --new main, or --from 24.09 "
-                                     "--to 24.10")
-            if not self.test:
-                raise UserError("--test is required outside release mode",
-                                hint="a shell command whose exit code is the verdict "
-                                     "(0 pass, 1-127 fail, 125 skip)")
-        if self.backend_name == "docker" and not self.release_mode and not self.image:
-            raise UserError("--backend docker needs --image for a generic recipe",
-                            hint="name an image that has what --build and --test need")
-        if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
-            raise UserError("--backend local in release mode needs --build and --test",
-                            hint="or use --backend docker for the PyTorch recipe")
-        if self.artifact_map not in MAP_RULES[:-1] and not (
-                self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
-            raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
-                            hint=f"one of {', '.join(MAP_RULES)}")
-        for path in self.keep:
-            if not path or path.startswith("/") or ".." in Path(path).parts:
-                raise UserError(f"--keep {path!r} must be a path inside the worktree",
-                                hint="e.g. --keep build")
-        rendered = {"--image": self.image, "--base-image": self.base_image,
-                    "--build-image": self.build_image,
-                    "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
-                    **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
-                       if k != "shared_dir"}}
-        for flag, value in rendered.items():
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and ("\n" in item or "\r" in item):
-                    raise UserError(f"{flag} must be one line",
-                                    hint="values are written into scripts; remove the newline")
 
 
 def endpoints(opts: Options, catalog: Catalog) -> tuple[Endpoint, Endpoint]:
@@ -416,222 +323,14 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
                     setup.artifact_store)
 
 
-# --- the options on the command line, and their meaning ---------------------------
-
-def default_state(state: Path | None = None) -> Path:
-    if state is None and os.environ.get("BISECT_NGC_STATE"):
-        state = Path(os.environ["BISECT_NGC_STATE"])
-    if state is None:
-        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") \
-            / "bisect-ngc"
-    return state.expanduser().resolve()
-
-
-def default_cache(cache: Path | None = None) -> Path:
-    if cache is None:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        cache = Path(os.environ.get("BISECT_NGC_CACHE") or base / "bisect-ngc")
-    return cache.expanduser().resolve()
-
-
-def _stack(*options):
-    def apply(f):
-        for opt in reversed(options):
-            f = opt(f)
-        return f
-    return apply
-
-
-state_option = click.option(
-    "--state", type=click.Path(path_type=Path), default=None,
-    help="State directory (sessions, probes, logs, result cache). "
-         "Default: $BISECT_NGC_STATE or ~/.local/state/bisect-ngc.")
-cache_option = click.option(
-    "--cache-dir", type=click.Path(path_type=Path), default=None,
-    help="Clones, build artifacts, ccache and the release overlay. "
-         "Default: $BISECT_NGC_CACHE or ~/.cache/bisect-ngc.")
-
-question_options = _stack(
-    click.option("--repo", default=None,
-                 help="Local path or clone URL of the repository (generic mode; default .)."),
-    click.option("--old", default=None, help="Revision with the old behaviour."),
-    click.option("--new", default=None,
-                 help="Revision with the new behaviour; the search finds the first commit "
-                      "that behaves like it, a fix or a regression alike."),
-    click.option("--from", "from_", default=None,
-                 help="Release mode: the older NGC release, image or commit."),
-    click.option("--to", default=None, help="Release mode: the newer release, image or commit."),
-    click.option("--torch-repo", default=UPSTREAM, show_default=True,
-                 help="PyTorch sources in release mode: a path, or a URL cloned once "
-                      "(blobless) into the cache dir."),
-    click.option("--build", default=None, help="Shell command that builds the commit."),
-    click.option("--test", default=None,
-                 help="Shell command whose exit code is the verdict (release mode: the "
-                      "repro by default)."),
-    click.option("--timeout", type=click.FloatRange(0, min_open=True), default=None,
-                 help="Seconds one test run may take; past it the run is a skip."),
-    click.option("--build-timeout", type=click.FloatRange(0, min_open=True),
-                 default=DEFAULT_BUILD_TIMEOUT, show_default=True,
-                 help="Seconds one build may take; past it the commit is a skip (not cached)."),
-    click.option("--check-torch-commit/--no-check-torch-commit", default=None,
-                 help="Require the test's last JSON line to report torch_git_version equal "
-                      "to the probed commit, else the probe is a skip (default: on for the "
-                      "release-mode repro, off for your own --test)."),
-    click.option("--artifacts", default=None, metavar="SPEC",
-                 help="Prebuilt artifacts to bisect before building (any repository): a "
-                      "directory, a file of URLs, or an index page URL. A probe downloads "
-                      "one into the artifact store and runs the test with "
-                      "$BISECT_ARTIFACTS pointing at it, with no build."),
-    click.option("--artifact-map", default="name", show_default=True, metavar="RULE",
-                 help="How an artifact names its commit: " + ", ".join(MAP_RULES) +
-                      " (CMD gets the file as $1 and prints the sha)."),
-    click.option("--overlay-rule", multiple=True, metavar="KIND:GLOB",
-                 help="Which changed files a neighbour's wheel can take as they are, so a "
-                      "commit whose diff to a built neighbour touches nothing else is tested "
-                      "on that wheel with its files put in (an overlay: about a minute, not "
-                      "a build). KIND is ships (installed byte for byte), never (looks like "
-                      "it ships but the build reads or writes it) or inert (never reaches the "
-                      "build: tests, docs); `*` also matches `/`. Repeatable; `pytorch` is "
-                      "the preset that release mode uses. Example: --overlay-rule "
-                      "'ships:mypkg/*.py' --overlay-rule 'never:mypkg/_version.py'."),
-    click.option("--no-overlay", is_flag=True,
-                 help="Build every probed commit; never test a neighbour's wheel with this "
-                      "commit's Python files put in."),
-    click.option("--no-images", is_flag=True,
-                 help="Release mode: do not test the NGC images as they are before building "
-                      "(the endpoints' images first, then the releases in between)."),
-    click.option("--nightly-index", default=None, metavar="URL",
-                 help="Release mode: a PEP 503 project page of nightly wheels to bisect "
-                      "before building. Default: PyTorch's nightly index for the base "
-                      "image's CUDA (e.g. https://download.pytorch.org/whl/nightly/cu126/"
-                      "torch/)."),
-    click.option("--nightly-urls", type=click.Path(path_type=Path, dir_okay=False),
-                 default=None, metavar="FILE",
-                 help="Release mode: nightly wheel URLs, one a line (old nightlies leave the "
-                      "index but stay downloadable)."),
-    click.option("--no-nightlies", is_flag=True,
-                 help="Release mode: do not use nightly wheels."),
-    click.option("--retry-skips", is_flag=True,
-                 help="Probe again the commits whose cached verdict is a skip (e.g. after "
-                      "fixing the build); passes and failures stay cached."),
-    click.option("--no-clean", is_flag=True,
-                 help="Local backend: keep every untracked file between probes; the default "
-                      "is `git clean -ffdx` except the --keep paths."),
-    click.option("--keep", multiple=True, default=("build",), show_default=True,
-                 metavar="PATH",
-                 help="A path of the worktree that survives the clean between probes, for "
-                      "incremental builds (repeatable; PyTorch builds into build/)."),
-    click.option("--no-submodules", is_flag=True,
-                 help="Do not update submodules at each checkout (for tests that need none, "
-                      "or when their remotes are unreachable)."),
-    click.option("--backend", type=click.Choice(["local", "docker", "slurm"]), default=None,
-                 help="Where builds and tests run. Default: docker in release mode, else local."),
-    click.option("--image", default=None,
-                 help="Docker backend, generic recipe: the image both commands run in."),
-    click.option("--build-image", default=None,
-                 help="Docker backend: build in this image instead (tests still run in "
-                      "--image or the base image), e.g. one with compilers."),
-    click.option("--base-image", default=None,
-                 help="Release mode: build and test in this image instead of the older "
-                      "release's."),
-    click.option("--cuda-arch", default=None,
-                 help="TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's "
-                      "compute capability."),
-    click.option("--max-jobs", type=click.IntRange(1, 1024), default=None,
-                 help="MAX_JOBS for PyTorch builds. Default: the number of CPUs."),
-    click.option("--repro-args", default="",
-                 help="Extra flags for `python -m repro` in release mode, e.g. "
-                      "'--num-layers 2 --seq-length 4096'."),
-    click.option("--gpus", type=click.Choice(["auto", "all", "none"]), default="auto",
-                 show_default=True,
-                 help="GPUs for test containers: all, none, or auto (all when the engine has "
-                      "the nvidia runtime; release mode: all)."),
-    click.option("--build-tree/--no-build-tree", default=None,
-                 help="Docker backend: mount a persistent build/ directory per worker slot "
-                      "into the worktree, so neighbouring commits rebuild incrementally "
-                      "(default: on in release mode, off for a generic recipe)."),
-    click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
-                 help="Test runs per commit, for flaky repros."),
-    click.option("--repeat-policy", type=click.Choice([p.value for p in RepeatPolicy]),
-                 default="any", show_default=True,
-                 help="any: one failing run makes the commit fail (intermittent failures). "
-                      "majority: the commoner of pass/fail wins; a tie is a skip."),
-    cache_option,
-    state_option,
-    click.option("--artifact-store", type=click.Path(path_type=Path), default=None,
-                 help="The content-addressed build store, shared by sessions and backends: a "
-                      "build is reused wherever commit, image and build recipe match. "
-                      "Default: CACHE/artifacts (Slurm: SHARED/artifacts)."),
-    click.option("--partition", default=None, help="Slurm: partition for builds (CPU)."),
-    click.option("--gpu-partition", default=None,
-                 help="Slurm: partition for tests (GPU). Default: --partition."),
-    click.option("--account", default=None, help="Slurm: --account for every job."),
-    click.option("--qos", default=None, help="Slurm: --qos for every job."),
-    click.option("--time", "time_limit", default=None, metavar="LIMIT",
-                 help="Slurm: --time for probe jobs, e.g. 4:00:00."),
-    click.option("--gpus-per-probe", type=click.IntRange(0, 64), default=1, show_default=True,
-                 help="Slurm: GPUs for each test task."),
-    click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
-                 help="Slurm: extra #SBATCH line for probe jobs (repeatable), e.g. "
-                      "--sbatch-arg=--constraint=h100."),
-    click.option("--container-runtime", type=click.Choice(["none", "pyxis", "enroot",
-                                                            "apptainer"]),
-                 default="none", show_default=True,
-                 help="Slurm: how probe jobs enter the image (none: bare metal, e.g. modules). "
-                      "enroot and pyxis import the image once per digest into a squashfs in "
-                      "the shared directory (SHARED/enroot/) and start every task from it."),
-    click.option("--container-import", type=click.Choice(["registry", "dockerd"]),
-                 default="registry", show_default=True,
-                 help="Slurm with enroot or pyxis: import the image from its registry "
-                      "(docker://, credentials in ~/.config/enroot/.credentials) or from the "
-                      "local Docker engine (dockerd://; the image must be pulled there)."),
-    click.option("--shared-dir", type=click.Path(path_type=Path), default=None,
-                 help="Slurm: a directory every node sees (worktrees, wheels, verdicts). "
-                      "Default: STATE/slurm."),
-    click.option("--same-node", is_flag=True,
-                 help="Slurm: run every test job on the node of the session's first test run "
-                      "(--nodelist), so measurements that are compared share one machine "
-                      "(with --metric)."),
-    click.option("--max-retries", type=click.IntRange(0, 20), default=2, show_default=True,
-                 help="Slurm: resubmissions of a probe that was preempted, cancelled or "
-                      "lost with its node, before it counts as a skip."),
-)
-
-SLURM_KEYS = {"partition": "partition", "gpu_partition": "gpu_partition", "account": "account",
-              "qos": "qos", "time_limit": "time", "gpus_per_probe": "gpus_per_probe",
-              "sbatch_args": "sbatch_args", "container_runtime": "runtime",
-              "container_import": "container_import",
-              "shared_dir": "shared_dir", "max_retries": "max_retries",
-              "same_node": "same_node"}
-
-QUESTION_KEYS = ("repo", "old", "new", "from_", "to", "torch_repo", "build", "test", "timeout",
-                 "build_timeout", "no_clean", "keep", "no_submodules", "backend", "image",
-                 "build_image", "base_image", "cuda_arch", "max_jobs", "repro_args", "gpus",
-                 "build_tree", "retry_skips", "check_torch_commit", "artifact_store",
-                 "no_images", "no_nightlies", "nightly_index", "nightly_urls", "artifacts",
-                 "artifact_map", "overlay_rule", "no_overlay")
-
-
-def options_from(params: dict[str, Any]) -> Options:
-    """The Options of a command's click parameters (the question_options above)."""
-    slurm = {SLURM_KEYS[k]: params[k] for k in SLURM_KEYS}
-    slurm["sbatch_args"] = list(slurm["sbatch_args"])
-    opts = Options(cache_dir=default_cache(params["cache_dir"]),
-                   state=default_state(params["state"]), slurm=slurm,
-                   **{k: params[k] for k in QUESTION_KEYS})
-    opts.check()
-    return opts
-
-
 def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ...] = (),
                  redact: bool = True) -> list[str]:
     """This question as another subcommand's command line: by default the
     `bisect-ngc probe` that re-runs one probe (add --commit), without credentials."""
     argv = ["bisect-ngc", command]
-    skip = {"jobs", "as_json", "quiet", "dry_run", "controller_partition", "controller_time",
-            "retry_skips", *METRIC_KEYS, *drop}
     for param in ctx.command.params:
-        if param.name in skip or not isinstance(param, click.Option):
+        opt = BY_NAME.get(param.name or "")
+        if opt is None or not opt.replay or opt.name in drop:
             continue
         value = ctx.params.get(param.name)
         if value is None or value == param.default or value is False or value == ():

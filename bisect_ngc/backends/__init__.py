@@ -19,3 +19,9 @@ def create(name: str, setup: BackendSetup) -> Backend:
         raise UserError(f"unknown backend '{name}'", hint=f"use one of {', '.join(BACKENDS)}")
     module, cls = BACKENDS[name]
     return getattr(importlib.import_module(module), cls).create(setup)
+
+
+def settings_type(name: str) -> type:
+    """The dataclass of a backend's own options (Slurm's), whose defaults options.py shows."""
+    module, cls = BACKENDS[name]
+    return getattr(importlib.import_module(module), cls).Settings

@@ -138,6 +138,7 @@ class Scheduler:
 
 class SlurmBackend:
     name = "slurm"
+    Settings = SlurmSettings                  # its own options (options.py shows their defaults)
     tiers: tuple[str, ...] = ("nightly", "prebuilt", "overlay")   # test-only jobs (+ images)
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,

@@ -8,7 +8,7 @@ import click
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..json_output import emit, json_option
-from ..question import cache_option, default_cache
+from ..options import default_cache, option
 
 
 @click.group()
@@ -17,7 +17,7 @@ def cache():
 
 
 @cache.command("ls")
-@cache_option
+@option("cache_dir")
 @json_option
 def cache_ls(cache_dir, as_json):
     """List the stored builds: key, commit, image, age, size."""
@@ -38,7 +38,7 @@ def cache_ls(cache_dir, as_json):
 
 
 @cache.command("prune")
-@cache_option
+@option("cache_dir")
 @click.option("--older-than", type=click.FloatRange(min=0), default=None, metavar="DAYS",
               help="Remove only builds older than this many days.")
 @click.option("--all", "everything", is_flag=True, help="Remove every build.")

@@ -9,8 +9,8 @@ from ..errors import UserError
 from ..history import History
 from ..json_output import emit, json_option
 from ..progress import say
-from ..question import cache_option, default_cache
-from ..releases import UPSTREAM, Catalog
+from ..options import default_cache, option
+from ..releases import Catalog
 from ..releases import containing as releases_containing
 
 
@@ -18,8 +18,8 @@ from ..releases import containing as releases_containing
 @click.option("--containing", default=None, metavar="SHA",
               help="List the releases whose PyTorch commit contains SHA (needs the PyTorch "
                    "repository: --torch-repo).")
-@click.option("--torch-repo", default=UPSTREAM, show_default=True)
-@cache_option
+@option("torch_repo")
+@option("cache_dir")
 @json_option
 def releases(containing, torch_repo, cache_dir, as_json):
     """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
@@ -81,8 +81,8 @@ def releases(containing, torch_repo, cache_dir, as_json):
 
 @click.command()
 @click.argument("release", required=False)
-@click.option("--image", default=None, help="Read the facts live from this image (needs Docker).")
-@cache_option
+@option("image", help="Read the facts live from this image (needs Docker).")
+@option("cache_dir")
 @json_option
 def resolve(release, image, cache_dir, as_json):
     """Print one release's facts, or read them live from an image.

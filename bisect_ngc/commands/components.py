@@ -7,7 +7,7 @@ from ..components import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from ..json_output import emit, json_option
 from ..progress import say
-from ..question import cache_option, default_cache
+from ..options import default_cache, option
 from ..releases import IMAGE_RE, RELEASE_RE, Catalog
 
 EXIT_NOT_ATTRIBUTED = 4
@@ -24,13 +24,12 @@ def _image(catalog: Catalog, spec: str) -> str:
 
 
 @click.command()
-@click.option("--from", "from_", required=True, metavar="A",
-              help="The image (or catalog release) with the old behaviour.")
-@click.option("--to", required=True, metavar="B", help="The image (or release) with the new one.")
-@click.option("--test", required=True,
-              help="Shell command run in each container; its exit code is the verdict "
-                   "(0 pass, 125 cannot test, else fail).")
-@cache_option
+@option("from_", required=True, metavar="A",
+        help="The image (or catalog release) with the old behaviour.")
+@option("to", required=True, metavar="B", help="The image (or release) with the new one.")
+@option("test", required=True, help="Shell command run in each container; its exit code is "
+        "the verdict (0 pass, 125 cannot test, else fail).")
+@option("cache_dir")
 @json_option
 def components(from_, to, test, cache_dir, as_json):
     """Which part of the container makes image B behave unlike image A.

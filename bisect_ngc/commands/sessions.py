@@ -8,14 +8,14 @@ import click
 
 from ..json_output import emit, json_option
 from ..engine import tally
-from ..question import default_state, state_option
+from ..options import default_state, option
 from ..report import write_report
 from ..store import Store
 
 
 @click.command()
-@state_option
-@click.option("--session", default=None, help="Session id or prefix (default: the latest).")
+@option("state")
+@option("session")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Where to write the markdown (default: STATE/reports/SESSION.md); the "
                    "narrowing picture goes next to it.")
@@ -34,8 +34,8 @@ def report(state, session, output):
 
 
 @click.command()
-@state_option
-@click.option("--session", default=None, help="Session id or prefix (default: all).")
+@option("state")
+@option("session", help="Session id or prefix (default: all).")
 @json_option
 def status(state, session, as_json):
     """Show the sessions in a state directory and where each stands."""
@@ -62,8 +62,8 @@ def status(state, session, as_json):
 
 
 @click.command()
-@state_option
-@click.option("--session", default=None, help="Session id or prefix (default: the latest).")
+@option("state")
+@option("session")
 @json_option
 def log(state, session, as_json):
     """Show the probe history of a session, in order."""

@@ -6,8 +6,8 @@ import sys
 import click
 
 from ..progress import say
-from ..question import (RELEASE_HELP, ask, command_line, options_from, question_options,
-                        run_settings)
+from ..options import QUESTION, options, options_from
+from ..question import RELEASE_HELP, ask, command_line, run_settings
 
 
 @click.group()
@@ -16,12 +16,7 @@ def slurm():
 
 
 @slurm.command("submit", epilog=RELEASE_HELP)
-@question_options
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--controller-partition", default=None,
-              help="Partition for the controller job (default: --partition).")
-@click.option("--controller-time", default="2-00:00:00", show_default=True,
-              help="Time limit of the controller job.")
+@options(*QUESTION, "jobs", "submit")
 @click.pass_context
 def slurm_submit(ctx, jobs, controller_partition, controller_time, repeat, repeat_policy,
                  **params):
