@@ -14,7 +14,8 @@ import click
 from . import json_output
 from .json_output import emit, json_option
 from . import __version__
-from .engine import Settings, tally
+from .bisection_inputs import Settings
+from .records import tally
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
@@ -79,7 +80,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         for note in opts.notes:
             say(note)
         if dry_run:
-            return _dry_run(q.bisection(settings, metric=metric), q.backend)
+            return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend)
         q.backend.prepare()
         bis = q.bisection(settings, make_events(jobs, quiet or as_json and not sys.stderr.isatty()),
                           metric=metric)
@@ -170,19 +171,21 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
         click.echo(tally_line)
     elif status == "not-in-commits":
         click.echo(f"Not in these commits: {summary['explanation']}.")
-        found = summary.get("components")
-        if found:
-            click.echo(f"Which part of the container ({found['status']}): "
-                       f"{found['explanation']}.")
-            for c in found["components"]:
-                mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
-                click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
+        _print_components(summary.get("components"))
         click.echo(tally_line)
     else:
         click.echo(f"Invalid endpoints: {summary['explanation']}.")
         for side, why in summary["endpoint_reasons"].items():
             click.echo(f"  {side} endpoint skipped: {why}")
         click.echo(tally_line)
+
+
+def _print_components(found: dict[str, Any] | None) -> None:
+    if found:
+        click.echo(f"Which part of the container ({found['status']}): {found['explanation']}.")
+        for c in found["components"]:
+            mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
+            click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
 
 
 def _print_metric(m: dict[str, Any]) -> None:

@@ -7,14 +7,13 @@ overlay of the neighbour's wheel (wheel_overlay.Overlays) instead of being built
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .environments import Environment, of_probe, paired
-from .history import History
 from .recipes import Recipe
-from .search import (RepeatPolicy, Result, Round, Status, Verdict, next_in_subset,
+from .bisection_inputs import Events, Interrupted, Range, Settings, Tier
+from .search import (Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
 from .keys import CacheKey, digest
 from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
@@ -24,57 +23,6 @@ from .store import Store
 if TYPE_CHECKING:
     from .components import ImageSwaps
     from .wheel_overlay import Overlays
-
-
-class Interrupted(KeyboardInterrupt):
-    """A probe ended by an interruption (Ctrl-C reached its container or process first):
-    nothing is recorded for it, and the run stops as if interrupted itself."""
-
-
-@dataclass
-class Range:
-    """What is being bisected: a repository and a first-parent candidate list."""
-
-    history: History
-    old: str
-    new: str
-    candidates: list[str]
-    repo_id: str
-    labels: dict[str, Any]     # how the user named the endpoints (release, image, rev)
-
-
-@dataclass
-class Tier:
-    """Prebuilt artifacts of one kind, by candidate index."""
-
-    name: str                       # "image" | "nightly"
-    sources: dict[int, Source]
-
-
-class Events:
-    """Progress hooks; the CLI's displays override what they show."""
-
-    def session(self, record: SessionRecord, resumed: int) -> None: ...
-    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
-              tier: str = "build") -> None: ...
-    def phase(self, req: ProbeRequest, phase: str) -> None: ...
-    def probe(self, rec: ProbeRecord) -> None: ...
-    def close(self) -> None: ...
-
-
-# Past this many untestable commits a bisection stops and says so: a person would rather
-# hear early that the test does not run there than wait for every commit of the stretch.
-DEFAULT_MAX_SKIPS = 32
-
-
-@dataclass
-class Settings:
-    jobs: int = 1
-    repeat: int = 1
-    policy: RepeatPolicy = RepeatPolicy.ANY
-    retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
-    max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
-    probe_argv: list[str] = field(default_factory=list)
 
 
 class Bisection:
@@ -434,20 +382,3 @@ def _most_common(reasons: list[str]) -> tuple[str, int]:
     for r in reasons:
         counts[r] = counts.get(r, 0) + 1
     return max(counts.items(), key=lambda kv: kv[1]) if counts else ("", 0)
-
-
-def tally(probes: list[ProbeRecord]) -> dict[str, int]:
-    """probes: commits probed in this session (built, prebuilt or overlaid) and tested;
-    builds: probes that compiled (reused builds left out); runs: test executions (a commit
-    whose build failed counts once); cached: verdicts taken from the cache; rounds: search
-    steps; prebuilt: probes of a prebuilt tier or an overlay; overlays: probes of an
-    overlay."""
-    ran = [p for p in probes if not p.cached]
-    return {"probes": len({(p.round, p.idx) for p in ran}),
-            "builds": sum(1 for p in ran if p.build_s is not None
-                          and not p.details.get("build_reused")),
-            "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
-            "cached": sum(1 for p in probes if p.cached),
-            "rounds": len({p.round for p in probes}),
-            "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build"),
-            "overlays": sum(1 for p in ran if p.details.get("tier") == "overlay")}

@@ -19,7 +19,8 @@ from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
-from .engine import Bisection, Tier
+from .bisection_inputs import Tier
+from .engine import Bisection
 from .search import Result, Round, Status, Verdict, next_step, skip_limit
 from .keys import digest
 from .records import ProbeRecord, SessionResult

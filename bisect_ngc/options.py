@@ -17,7 +17,7 @@ import click
 
 from .backends import settings_type
 from .comparator import Statistic
-from .engine import DEFAULT_MAX_SKIPS
+from .bisection_inputs import DEFAULT_MAX_SKIPS
 from .errors import UserError
 from .releases import UPSTREAM
 from .search import RepeatPolicy

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from .engine import Events
+from .bisection_inputs import Events
 from .records import ProbeRecord, SessionRecord
 from .tracker import Tracker, fmt_seconds
 

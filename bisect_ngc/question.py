@@ -21,7 +21,8 @@ import click
 from . import backends
 from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
-from .engine import Bisection, Events, Range, Settings, Tier
+from .bisection_inputs import Events, Range, Settings, Tier
+from .engine import Bisection
 from .errors import UserError
 from .git_mirrors import redact_url
 from .history import History
@@ -199,12 +200,15 @@ class Question:
     artifact_root: Path | None = None     # the backend's artifact store
 
     def bisection(self, settings: Settings, events: Events | None = None,
-                  metric: Metric | None = None) -> Bisection:
+                  metric: Metric | None = None, *, listing: bool = True) -> Bisection:
+        """The bisection this question asks for. Listing the prebuilt tiers (nightly
+        indexes, artifact directories, downloads of their metadata) is its only I/O;
+        without `listing` (--dry-run) only the catalog's images are used, and it says so."""
         if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
             return MeasuredBisection(self.store, self.span, self.recipe, self.backend, settings,
                                      events=events, ships=self.ships, overlays=self.overlays(),
                                      metric=metric)
-        tiers = self.tiers()
+        tiers = self.tiers(listing)
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
                          events=events, ships=self.ships, tiers=tiers,
@@ -257,7 +261,7 @@ class Question:
                         self.span.candidates, r.image or "", r.build_key(),
                         OverlayRule.parse(r.overlay), self.say)
 
-    def tiers(self) -> list[Tier]:
+    def tiers(self, listing: bool = True) -> list[Tier]:
         """The prebuilt tiers asked for, cheapest first, that this backend can probe."""
         o = self.opts
         if o.release_mode:
@@ -271,7 +275,12 @@ class Question:
         if missing:
             self.say(f"the {self.backend.name} backend cannot probe prebuilt "
                      f"{' or '.join(TIER_WORDS[k][1] for k in missing)}: those probes build")
-        return [tier for kind in wanted if kind not in missing for tier in self._tier(kind)]
+        usable = [kind for kind in wanted if kind not in missing]
+        unlisted = [kind for kind in usable if kind != "image" and not listing]
+        if unlisted:
+            self.say(f"dry run: {' and '.join(TIER_WORDS[k][1] for k in unlisted)} are not "
+                     "listed (that reads their index); the rounds shown may differ")
+        return [tier for kind in usable if kind not in unlisted for tier in self._tier(kind)]
 
     def _tier(self, kind: str) -> list[Tier]:
         if kind == "image":
@@ -303,10 +312,9 @@ class Question:
 
 def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None,
         commit: str | None = None, partial: bool = False) -> Question:
-    """Options -> endpoints -> range -> recipe -> backend. With commit: that commit alone
-    (for `probe`). With partial, a range that cannot be opened (no clone, say) leaves
+    """Checked Options (options_from) -> endpoints -> range -> recipe -> backend. With
+    commit: that commit alone (for `probe`). With partial, a range that cannot be opened (no clone, say) leaves
     span and backend None and the error in span_error, for `plan`."""
-    opts.check()
     store = store or Store(opts.state)
     catalog = Catalog.load(opts.cache_dir)
     old, new = endpoints(opts, catalog)

@@ -102,3 +102,20 @@ class SlurmJob:
     expect: str = ""
     submitted: float = 0.0
     cancelled_by_us: bool = False
+
+
+def tally(probes: list[ProbeRecord]) -> dict[str, int]:
+    """probes: commits probed in this session (built, prebuilt or overlaid) and tested;
+    builds: probes that compiled (reused builds left out); runs: test executions (a commit
+    whose build failed counts once); cached: verdicts taken from the cache; rounds: search
+    steps; prebuilt: probes of a prebuilt tier or an overlay; overlays: probes of an
+    overlay."""
+    ran = [p for p in probes if not p.cached]
+    return {"probes": len({(p.round, p.idx) for p in ran}),
+            "builds": sum(1 for p in ran if p.build_s is not None
+                          and not p.details.get("build_reused")),
+            "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
+            "cached": sum(1 for p in probes if p.cached),
+            "rounds": len({p.round for p in probes}),
+            "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build"),
+            "overlays": sum(1 for p in ran if p.details.get("tier") == "overlay")}

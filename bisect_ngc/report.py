@@ -16,15 +16,14 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 
-from .engine import tally
 from .environments import Environment
 from .metric_plot import metric_svg
 from .search import Verdict, ceil_log, open_interval
-from .records import ProbeRecord
+from .records import ProbeRecord, tally
 from .store import Store
 
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
@@ -167,14 +166,10 @@ class Scrubber:
         return " ".join(out)
 
 
-def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
-    """Everything the report shows, from the state database alone."""
-    rec = store.session(sid)
-    probes = store.probes(rec.id)
-    n = len(rec.candidates)
-    params, result = rec.params, rec.result
-    slug = github_slug(params.origin)
-    by_idx = {p.idx: p for p in probes}
+def _commit_infos(store: Store, rec: Any, probes: list[ProbeRecord]
+                  ) -> Callable[[str | None], dict[str, Any] | None]:
+    """A commit's title, author, date, PR and links by sha, from the stored metadata."""
+    result, slug = rec.result, github_slug(rec.params.origin)
     wanted = {rec.candidates[0], rec.candidates[-1], *(p.commit for p in probes)}
     if result:
         wanted |= {s for s in (result.first_new, result.last_old, *result.candidates) if s}
@@ -194,27 +189,58 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
             if info["pr"]:
                 info["pr_url"] = f"https://github.com/{slug}/pull/{info['pr']}"
         return info
+    return commit
 
-    first = commit(result.first_new) if result else None
-    last = commit(result.last_old) if result else None
+
+def _evidence(first: dict[str, Any] | None, last: dict[str, Any] | None,
+              probes: list[ProbeRecord]) -> list[dict[str, Any]]:
+    """The answer's pair: each commit with its probe and the environment it ran in."""
+    by_idx = {p.idx: p for p in probes}
     evidence = []
     for role, info in (("first new-behaviour commit", first), ("its first parent", last)):
         p = by_idx.get(info["index"]) if info else None
         if p is not None:
             evidence.append({"role": role, "commit": info, "probe": p, "details": p.details,
                              "environment": _environment(p)})
-    overlaid = {e["commit"]["sha"] for e in evidence if e["details"].get("tier") == "overlay"}
-    failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
+    return evidence
+
+
+def _costs(probes: list[ProbeRecord], n: int, skipped: int) -> dict[str, Any]:
+    """What the session cost: builds done and reused, time by phase, a probe's median."""
     performed = [p for p in probes if not p.cached]
     durations = [(p.details.get("checkout_s") or 0) + (p.build_s or 0) + (p.test_s or 0)
                  for p in (performed or probes)]
-    per_probe = statistics.median(durations) if durations else 0.0
-    serial_steps = ceil_log(max(n - 1, 1), 2) + len(result.skipped if result else [])
+    return {
+        "builds_done": sum(1 for p in performed if p.build_s is not None
+                           and not p.details.get("build_reused")),
+        "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
+        "phase_totals": {"checkout": sum(p.details.get("checkout_s") or 0 for p in performed),
+                         "build": sum(p.build_s or 0 for p in performed),
+                         "test": sum(p.test_s or 0 for p in performed)},
+        "wall": _wall(probes),
+        "per_probe": statistics.median(durations) if durations else 0.0,
+        "serial_steps": ceil_log(max(n - 1, 1), 2) + skipped,
+    }
+
+
+def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
+    """Everything the report shows, from the state database alone."""
+    rec = store.session(sid)
+    probes = store.probes(rec.id)
+    n = len(rec.candidates)
+    params, result = rec.params, rec.result
+    commit = _commit_infos(store, rec, probes)
+    first = commit(result.first_new) if result else None
+    last = commit(result.last_old) if result else None
+    evidence = _evidence(first, last, probes)
+    overlaid = {e["commit"]["sha"] for e in evidence if e["details"].get("tier") == "overlay"}
+    failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     status = result.status if result else rec.status.value
     metric = result.metric if result and result.metric and result.metric["samples"] else None
     return {
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
-        "origin": params.origin, "slug": slug, "first": first, "last": last,
+        "origin": params.origin, "slug": github_slug(params.origin), "first": first,
+        "last": last,
         "subject": params.subject,
         "verb": _verb(result, metric),
         "metric": metric,        # --metric with numbers measured: its section and plot
@@ -228,13 +254,6 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "probe_rows": [dict(p=p, c=commit(p.commit)) for p in probes],
         "intervals": intervals(n, probes) if probes else [],
         "svg_name": out.with_name(out.stem + ("-metric.svg" if metric else "-narrowing.svg")).name,
-        "builds_done": sum(1 for p in performed if p.build_s is not None
-                           and not p.details.get("build_reused")),
-        "builds_reused": sum(1 for p in probes if p.details.get("build_reused")),
-        "phase_totals": {"checkout": sum(p.details.get("checkout_s") or 0 for p in performed),
-                         "build": sum(p.build_s or 0 for p in performed),
-                         "test": sum(p.test_s or 0 for p in performed)},
-        "wall": _wall(probes), "per_probe": per_probe, "serial_steps": serial_steps,
         "reproduce": [params.probe_argv + ["--commit", c["sha"]] +
                       (["--no-overlay"] if c["sha"] in overlaid else [])
                       for c in (first, last) if c] if params.probe_argv and first else [],
@@ -245,6 +264,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "log_prefix": os.path.relpath(store.root, out.parent),
         "tally": tally(probes),
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **_costs(probes, n, len(result.skipped if result else [])),
     }
 
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 from .artifacts import ArtifactStore, artifact_name, urlopen
 from .backends.base import Source
-from .engine import Range, Tier
+from .bisection_inputs import Range, Tier
 from .errors import UserError
 from .releases import Catalog, Endpoint
 

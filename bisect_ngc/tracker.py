@@ -6,7 +6,7 @@ import threading
 import time
 
 from .backends.base import ProbeRequest
-from .engine import Events
+from .bisection_inputs import Events
 from .search import ceil_log
 from .records import ProbeRecord, SessionRecord
 

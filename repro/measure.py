@@ -61,7 +61,7 @@ def _attention(torch, backend: str):
                         "cudnn": SDPBackend.CUDNN_ATTENTION}[backend])
 
 
-def measure(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
+def measure(args: argparse.Namespace, info: dict[str, Any]) -> V.Diagnosis:
     from .model import Model
     from .run import DTYPES, cuda_torch
 
@@ -129,7 +129,7 @@ def measure(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
                 cuda_graph=graphed, gpu=torch.cuda.get_device_name(),
                 clocks_before=clocks_before, clocks_after=gpu_clocks(),
                 peak_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 3))
-    return V.Verdict(V.WORKS, None, f"timed {len(times)} steps")
+    return V.Diagnosis(V.WORKS, None, f"timed {len(times)} steps")
 
 
 def add_flags(ap: argparse.ArgumentParser) -> None:

@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def emit(v: V.Verdict, info: dict[str, Any]) -> int:
+def emit(v: V.Diagnosis, info: dict[str, Any]) -> int:
     info.update(verdict=v.name, exit_code=v.exit_code, signature=v.signature, reason=v.reason)
     print(json.dumps(info, sort_keys=True), flush=True)
     return v.exit_code
@@ -114,7 +114,7 @@ def cuda_torch(info: dict[str, Any]):
     return torch if torch.cuda.is_available() else None
 
 
-def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Verdict:
+def _run(args: argparse.Namespace, info: dict[str, Any]) -> V.Diagnosis:
     torch = cuda_torch(info)
     if torch is None:
         return V.cannot_test("no CUDA device")

@@ -33,7 +33,10 @@ _NO_CUDA = re.compile(r"no CUDA (device|GPUs?)|Found no NVIDIA driver|"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Diagnosis:
+    """What one run of the repro found: its exit code (the verdict), the failure's
+    signature, and the reason in words."""
+
     exit_code: int
     signature: str | None
     reason: str
@@ -43,12 +46,12 @@ class Verdict:
         return {WORKS: "works", FAILURE: "failure"}.get(self.exit_code, "cannot-test")
 
 
-def works() -> Verdict:
-    return Verdict(WORKS, None, "graph replay matched eager on every step")
+def works() -> Diagnosis:
+    return Diagnosis(WORKS, None, "graph replay matched eager on every step")
 
 
-def cannot_test(reason: str) -> Verdict:
-    return Verdict(CANNOT_TEST, None, reason)
+def cannot_test(reason: str) -> Diagnosis:
+    return Diagnosis(CANNOT_TEST, None, reason)
 
 
 def _names(exc: BaseException) -> set[str]:
@@ -61,7 +64,7 @@ def _message(exc: BaseException) -> str:
     return text if cause is None or cause is exc else f"{text} (from {_message(cause)})"
 
 
-def classify(exc: BaseException) -> Verdict:
+def classify(exc: BaseException) -> Diagnosis:
     """The verdict for an exception raised anywhere in the repro."""
     text = _message(exc)
     short = text if len(text) <= 300 else text[:297] + "..."
@@ -72,7 +75,7 @@ def classify(exc: BaseException) -> Verdict:
         return cannot_test(f"import error: {short}")
     for signature, pattern in _FAILURES:
         if pattern.search(text):
-            return Verdict(FAILURE, signature, short)
+            return Diagnosis(FAILURE, signature, short)
     if "OutOfMemoryError" in names or _OOM.search(text):
         return cannot_test(f"out of memory: {short}")
     if _NO_CUDA.search(text):

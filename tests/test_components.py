@@ -247,7 +247,7 @@ def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_p
 
 
 def test_swap_containers_a_killed_run_left_are_removed_and_live_ones_kept(monkeypatch):
-    from bisect_ngc.backends.docker import DockerContainers
+    from bisect_ngc.backends.docker_engine import DockerContainers
     client = docker_client()
     label = {"bisect-ngc.role": "swap"}
     left = client.containers.create(IMAGE, ["true"], labels=label)

@@ -27,56 +27,13 @@ from ..history import Worktrees
 from ..recipes import Mount, Recipe
 from ..keys import digest
 from ..verdicts import BuildFact, RunFact
+from .docker_engine import LABEL, DockerContainers, connect, ensure_image, short_error
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
                    probe_env, run_tests)
 
-LABEL = "bisect-ngc"
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
-
-
-def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], None]):
-    """The image, pulled with progress if it is not here yet."""
-    try:
-        return client.images.get(ref)
-    except ImageNotFound:
-        pass
-    say(f"pulling {ref}")
-    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
-    layers: dict[str, str] = {}
-    last = 0.0
-    try:
-        for event in client.api.pull(repo, tag=tag, stream=True, decode=True):
-            if "error" in event:
-                raise APIError(event["error"])
-            if "id" in event and "status" in event:
-                layers[event["id"]] = event["status"]
-            if time.monotonic() - last > 5:
-                last = time.monotonic()
-                done = sum(s in ("Pull complete", "Already exists") for s in layers.values())
-                say(f"  {ref}: {done}/{len(layers)} layers")
-        return client.images.get(ref)
-    except (APIError, NotFound, ImageNotFound) as exc:
-        raise UserError(f"could not pull {ref}: {_short(exc)}",
-                        hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
-                             "password: your NGC API key); check the image name") from None
-
-
-def connect() -> docker.DockerClient:
-    try:
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except DockerException as exc:
-        raise UserError(f"cannot reach the Docker engine: {_short(exc)}",
-                        hint="start dockerd (scripts/docker-up.sh sets one up), or point "
-                             "DOCKER_HOST at a running engine") from None
-    return client
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1][:300] if text else type(exc).__name__
 
 
 class DockerBackend(ThreadedRounds):
@@ -183,7 +140,7 @@ class DockerBackend(ThreadedRounds):
             image, _ = self.client.images.build(fileobj=io.BytesIO(r.build_dockerfile.encode()),
                                                 tag=r.build_image, rm=True, forcerm=True)
         except (APIError, DockerException) as exc:
-            raise UserError(f"could not build the build image {r.build_image}: {_short(exc)}",
+            raise UserError(f"could not build the build image {r.build_image}: {short_error(exc)}",
                             hint="check that the base image has a shell and a package "
                                  "manager, or pass --build-image") from None
         return image
@@ -270,56 +227,20 @@ class DockerBackend(ThreadedRounds):
     def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,
                    artifacts: Path, log: Path, timeout: float | None, *,
                    artifacts_rw: bool) -> tuple[int | None, float, bool]:
+        """Run one build or test container to its end: (exit code, seconds, timed out)."""
         if self.cancelled.is_set():
             raise Cancelled()
-        r = self.recipe
-        ccache = self.cache_dir / "ccache"
-        ccache.mkdir(parents=True, exist_ok=True)
-        mounts = self._mounts(req, wt, artifacts, artifacts_rw)
-        env = dict(r.env, **probe_env(req, wt))
-        kwargs: dict[str, Any] = {}
-        if role == "build":
-            mounts.append(Mount(ccache, str(ccache), read_only=False))
-            env["CCACHE_DIR"] = str(ccache)
-            for tree in self.build_trees(req.slot):
-                tree.mkdir(parents=True, exist_ok=True)
-                mounts.append(Mount(tree, str(wt / "build"), read_only=False))
-            if os.getuid() != 0:
-                kwargs["user"] = f"{os.getuid()}:{os.getgid()}"
-        else:
-            kwargs.update(ipc_mode="host", ulimits=self.ulimits)
-            if self.use_gpus:
-                kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        volumes, env, kwargs = self._spec(req, role, wt, artifacts, artifacts_rw)
         labels = {f"{LABEL}.session": req.session, f"{LABEL}.state": self.state_label,
                   f"{LABEL}.role": role, f"{LABEL}.commit": req.commit}
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        # A list, not a dict keyed by host path: one host path may be mounted twice.
-        volumes = [f"{m.host}:{m.container}:{'ro' if m.read_only else 'rw'}" for m in mounts]
-        container = None
-        timed_out = threading.Event()
-        timer = None
+        container, timer, timed_out = None, None, threading.Event()
         try:
-            container = self.client.containers.create(
-                image, ["/bin/sh", "-c", command], working_dir=str(wt), environment=env,
-                labels=labels, volumes=volumes, **kwargs)
-            with self._lock:
-                cancelled = self.cancelled.is_set()
-                if not cancelled:
-                    self._containers[container.id] = container
-            if cancelled:       # created while Ctrl-C was being handled: never started
-                container.remove(force=True)
-                container = None
-                raise Cancelled()
-
-            def expire() -> None:
-                timed_out.set()
-                try:
-                    container.kill()
-                except (NotFound, APIError):
-                    pass
-
-            timer = threading.Timer(timeout, expire) if timeout else None
+            container = self._create(image, ["/bin/sh", "-c", command], working_dir=str(wt),
+                                     environment=env, labels=labels, volumes=volumes, **kwargs)
+            timer = threading.Timer(timeout, _expire, (container, timed_out)) if timeout \
+                else None
             container.start()
             if timer:
                 timer.start()
@@ -332,27 +253,68 @@ class DockerBackend(ThreadedRounds):
             if self.cancelled.is_set():
                 raise Cancelled() from None
             self._check_engine()
-            raise ProbeFailed(f"docker could not run the {role} container: {_short(exc)}") \
-                from None
+            raise ProbeFailed(f"docker could not run the {role} container: "
+                              f"{short_error(exc)}") from None
         finally:
             if timer:
                 timer.cancel()
             if container is not None:
-                with self._lock:
-                    self._containers.pop(container.id, None)
-                try:
-                    container.remove(force=True)
-                except (NotFound, APIError):
-                    pass
+                self._remove(container)
         if self.cancelled.is_set():
             raise Cancelled()
         return code, time.monotonic() - start, timed_out.is_set()
+
+    def _spec(self, req: ProbeRequest, role: str, wt: Path, artifacts: Path,
+              artifacts_rw: bool) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+        """A container's volumes, environment and other settings for its role: a build gets
+        ccache and the slot's build tree as this user, a test the GPUs and NGC's limits."""
+        mounts = self._mounts(req, wt, artifacts, artifacts_rw)
+        env = dict(self.recipe.env, **probe_env(req, wt))
+        kwargs: dict[str, Any] = {}
+        if role == "build":
+            ccache = self.cache_dir / "ccache"
+            ccache.mkdir(parents=True, exist_ok=True)
+            mounts.append(Mount(ccache, str(ccache), read_only=False))
+            env["CCACHE_DIR"] = str(ccache)
+            for tree in self.build_trees(req.slot):
+                tree.mkdir(parents=True, exist_ok=True)
+                mounts.append(Mount(tree, str(wt / "build"), read_only=False))
+            if os.getuid() != 0:
+                kwargs["user"] = f"{os.getuid()}:{os.getgid()}"
+        else:
+            kwargs.update(ipc_mode="host", ulimits=self.ulimits)
+            if self.use_gpus:
+                kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        # A list, not a dict keyed by host path: one host path may be mounted twice.
+        volumes = [f"{m.host}:{m.container}:{'ro' if m.read_only else 'rw'}" for m in mounts]
+        return volumes, env, kwargs
+
+    def _create(self, image: str, argv: list[str], **settings: Any):
+        """A created container, registered for cancel(); one created while Ctrl-C is being
+        handled is removed, never started."""
+        container = self.client.containers.create(image, argv, **settings)
+        with self._lock:
+            cancelled = self.cancelled.is_set()
+            if not cancelled:
+                self._containers[container.id] = container
+        if cancelled:
+            container.remove(force=True)
+            raise Cancelled()
+        return container
+
+    def _remove(self, container) -> None:
+        with self._lock:
+            self._containers.pop(container.id, None)
+        try:
+            container.remove(force=True)
+        except (NotFound, APIError):
+            pass
 
     def _check_engine(self) -> None:
         try:
             self.client.ping()
         except (DockerException, OSError) as exc:
-            raise BackendLost(f"lost the Docker engine: {_short(exc)}",
+            raise BackendLost(f"lost the Docker engine: {short_error(exc)}",
                               hint="start dockerd again and run the same command to "
                                    "resume") from None
 
@@ -364,95 +326,10 @@ def _annotated(outcome: ProbeOutcome, logs: dict[str, Path],
     return outcome
 
 
-class DockerContainers:
-    """The Containers protocol on the Docker engine, through the docker SDK."""
-
-    # A swap container lives from its start to its exit: one exited (or never started) this
-    # long ago belongs to a run that was killed, and is removed.
-    STALE_AFTER_S = 600.0
-
-    def __init__(self, client: docker.DockerClient | None = None) -> None:
-        self._client, self.label = client, LABEL
-        self._swept = False
-
-    @property
-    def client(self) -> docker.DockerClient:
-        if self._client is None:          # connected on first use: plans need no engine
-            self._client = connect()
-        if not self._swept:
-            self._swept = True
-            self._sweep()
-        return self._client
-
-    def _sweep(self) -> None:
-        """Remove the swap containers that killed runs left behind."""
-        now = time.time()
-        for box in self._client.containers.list(
-                all=True, sparse=True, filters={"label": f"{self.label}.role=swap",
-                                                "status": ["exited", "created"]}):
-            if now - box.attrs.get("Created", now) > self.STALE_AFTER_S:
-                try:
-                    box.remove(force=True)
-                except (NotFound, APIError):
-                    pass
-
-    def _image(self, image: str):
-        try:
-            return self.client.images.get(image)
-        except ImageNotFound:
-            raise UserError(f"image {image} is not on this Docker engine",
-                            hint=f"docker pull {image}") from None
-
-    def digest(self, image: str) -> str:
-        return self._image(image).id
-
-    def config_env(self, image: str) -> list[str]:
-        return self._image(image).attrs.get("Config", {}).get("Env") or []
-
-    def _container(self, image: str, argv: list[str], env: dict[str, str],
-                   mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
-        kwargs = {"user": f"{os.getuid()}:{os.getgid()}"} if os.getuid() else {}
-        box = self.client.containers.create(
-            image, argv, environment=env, labels={f"{self.label}.role": "swap"},
-            volumes=[f"{host}:{inside}:{'ro' if ro else 'rw'}" for host, inside, ro in mounts],
-            **kwargs)
-        try:
-            box.start()
-            code = box.wait().get("StatusCode")
-            return code, box.logs(stdout=True, stderr=False).decode(errors="replace")
-        except APIError as exc:           # the command could not start (no such program)
-            return None, _short(exc)
-        finally:
-            box.remove(force=True)
-
-    def python_json(self, image: str, script: str, args: list[str],
-                    mounts: list[tuple[Path, str, bool]]) -> str:
-        code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
-        if code != 0:
-            why = f"python3 exited {code}" if code is not None else "no python3 to start"
-            raise UserError(f"could not read the components of {image} ({why})",
-                            hint="the image needs python3; is it a PyTorch image?")
-        return out.strip().splitlines()[-1] if out.strip() else "{}"
-
-    def run(self, image: str, command: str, env: dict[str, str],
-            mounts: list[tuple[Path, str, bool]]) -> int | None:
-        return self._container(image, ["/bin/sh", "-c", command], env, mounts)[0]
-
-
-def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
-    """Run the image once and read torch/CUDA/TE/Python versions from it."""
-    from ..releases import PROBE_SCRIPT
-    client = connect()
-    ensure_image(client, image, say)
-    script = "command -v python >/dev/null && exec python -c \"$0\" || exec python3 -c \"$0\""
+def _expire(container, timed_out: threading.Event) -> None:
+    """--timeout: the run is over; its container is killed."""
+    timed_out.set()
     try:
-        out = client.containers.run(image, ["/bin/sh", "-c", script, PROBE_SCRIPT],
-                                    remove=True, stdout=True, stderr=False,
-                                    labels={f"{LABEL}.role": "resolve"})
-    except docker.errors.ContainerError as exc:
-        raise UserError(f"could not run python in {image}: {_short(exc)}",
-                        hint="the image needs a python with torch installed") from None
-    facts = last_json_line(out.decode(errors="replace"))
-    if not facts:
-        raise UserError(f"{image} printed no facts", hint="is python installed in the image?")
-    return facts
+        container.kill()
+    except (NotFound, APIError):
+        pass

@@ -9,131 +9,28 @@ and one sacct call for the jobs that ended without an outcome file.
 """
 from __future__ import annotations
 
-import json
-import os
-import re
-import shlex
-import shutil
-import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
-
-import jinja2
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..git_mirrors import CheckoutError
 from ..history import Worktrees
-from ..recipes import REPRO_IN_CONTAINER, Mount, Recipe
+from ..recipes import REPRO_IN_CONTAINER, Recipe
 from ..search import RepeatPolicy, Verdict
 from ..keys import digest
 from ..records import SlurmJob
 from ..store import Store
-from ..verdicts import BuildFact, RunFact, judge_probe
+from .slurm_images import SquashfsImages
+from .slurm_results import read_result, result_path
+from .slurm_queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phase,
+                          task_end)
+from .slurm_settings import SlurmSettings
+from .slurm_scripts import TEMPLATES, round_mounts, write_controller
 from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
-                   fetch_prebuilt, last_json_line)
-
-RUNTIMES = ("none", "pyxis", "enroot", "apptainer")
-IMPORTS = ("registry", "dockerd")     # where enroot/pyxis import an image from
-RETRYABLE = {"PREEMPTED", "NODE_FAIL", "REQUEUED", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
-ENDED = RETRYABLE | {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY"}
-
-_env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates"),
-                          undefined=jinja2.StrictUndefined, trim_blocks=True,
-                          lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-_env.filters["q"] = lambda v: shlex.quote(str(v))
-_env.filters["mount"] = lambda m: f"{m.host}:{m.container}" + (":ro" if m.read_only else "")
-
-
-def _fstab_field(path: object) -> str:
-    """A path as one field of enroot's fstab line (octal escapes; `:` splits fields)."""
-    return "".join(f"\\{ord(c):03o}" if c in "\\ \t\n:" else c for c in str(path))
-
-
-# enroot creates the target inside the image (pyxis does that by itself).
-_env.filters["enroot_mount"] = lambda m: (
-    f"{_fstab_field(m.host)}:{_fstab_field(m.container)}:none:x-create=dir,rbind"
-    + (",ro" if m.read_only else ""))
-
-
-@dataclass
-class SlurmSettings:
-    partition: str | None = None          # builds (CPU); default: the cluster's default
-    gpu_partition: str | None = None      # tests; default: --partition
-    account: str | None = None
-    qos: str | None = None
-    time: str | None = None
-    gpus_per_probe: int = 1
-    sbatch_args: list[str] = field(default_factory=list)
-    runtime: str = "none"
-    container_import: str = "registry"
-    image: str | None = None
-    shared_dir: Path = Path(".")
-    max_retries: int = 2
-    same_node: bool = False               # tests after the first run on its node
-    poll_min: float = 1.0
-    poll_max: float = 30.0
-
-
-# A task that neither the queue nor the accounting knows this long after it was submitted
-# is lost and resubmitted: slurmdbd records a job seconds after it starts, and a busy
-# controller may take a minute to answer.
-UNACCOUNTED_AFTER_S = 120.0
-
-_ENDED_WITHOUT_RESULT = {"TIMEOUT": "job hit the Slurm time limit (--time)",
-                         "OUT_OF_MEMORY": "job ran out of memory"}
-
-
-def queue_phase(job: SlurmJob, states: dict[str, str]) -> str | None:
-    """What squeue says a probe's tasks are doing: build, test, queued, or None once
-    neither task is in the queue."""
-    def state(jid: str | None) -> str | None:
-        return states.get(f"{jid}_{job.task}") or states.get(jid) if jid else None
-    test, build = state(job.test_job), state(job.build_job)
-    if test in ("RUNNING", "COMPLETING"):
-        return "test"
-    if build in ("RUNNING", "COMPLETING"):
-        return "build"
-    return None if test is None and build is None else "queued"
-
-
-def task_end(test_state: str | None, build_state: str | None, age_s: float) -> str | None:
-    """How a probe task that left the queue without a result ended, from the accounting
-    states of its test and build array tasks; None while that is not known yet."""
-    if build_state in RETRYABLE | {"TIMEOUT", "OUT_OF_MEMORY", "FAILED"} and \
-            test_state in (None, "CANCELLED", "PENDING"):
-        test_state = build_state    # the build task's end decided the test task's fate
-    if test_state in ENDED:
-        return test_state
-    if test_state is None and age_s > UNACCOUNTED_AFTER_S:
-        return "UNKNOWN"
-    return None
-
-
-class Scheduler:
-    """The Slurm commands, with errors turned into UserError."""
-
-    def run(self, argv: list[str], *, what: str, may_fail: bool = False) -> str:
-        if shutil.which(argv[0]) is None:
-            raise UserError(f"{argv[0]} is not on PATH: this host is not a Slurm client",
-                            hint="run on a login node, or install slurm-client")
-        if os.environ.get("BISECT_NGC_SLURM_CALL_LOG"):   # for benchmarks/slurm_rounds.py
-            with open(os.environ["BISECT_NGC_SLURM_CALL_LOG"], "a") as log:
-                log.write(f"{time.time():.3f} {argv[0]}\n")
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        if proc.returncode != 0 and may_fail:
-            return ""
-        if proc.returncode != 0:
-            msg = (proc.stderr or proc.stdout).strip().splitlines()
-            last = msg[-1] if msg else f"exit {proc.returncode}"
-            hint = ("the partition has no GPUs (gres/gpu): pass --gpu-partition, or "
-                    "--gpus-per-probe 0 for tests that need none") if "gres" in last.lower() \
-                else ("check the partition, account and QOS (`sinfo -s`, "
-                      "`sacctmgr show assoc user=$USER`)")
-            raise UserError(f"{what} failed: {last}", hint=hint)
-        return proc.stdout
+                   fetch_prebuilt)
 
 
 class SlurmBackend:
@@ -162,7 +59,7 @@ class SlurmBackend:
             self.tiers = (*self.tiers, "image")
         self.say = say or (lambda text: None)
         self.sched = Scheduler()
-        self._digests: dict[str, str] = {}
+        self.images = SquashfsImages(settings.shared_dir, settings.container_import)
         self.session = ""
         self.node: str | None = None      # --same-node: where the tests run
         self.cancelling = False
@@ -183,50 +80,17 @@ class SlurmBackend:
                "partition": self.s.partition, "gpu_partition": self.s.gpu_partition,
                "gpus_per_probe": self.s.gpus_per_probe, "shared_dir": str(self.s.shared_dir)}
         if self.s.runtime in ("enroot", "pyxis") and self.s.image:
-            uri, sqsh, found = self.image_squashfs(self.s.image)
+            uri, sqsh, found = self.images.locate(self.s.image)
             out.update(image_import=uri, image_squashfs=str(sqsh), image_digest=found or None)
         return out
-
-    def image_squashfs(self, image: str) -> tuple[str, Path, str]:
-        """(enroot import URI, the squashfs in the shared directory, the image digest) for
-        enroot and pyxis: one squashfs per digest, shared by rounds and sessions. A
-        registry image is known by its digest only when pinned (`name@sha256:...`);
-        otherwise its tag names the file."""
-        if self.s.container_import == "dockerd":
-            uri, found = f"dockerd://{image}", self._dockerd_digest(image)
-        else:
-            uri, found = f"docker://{image}", image.split("@", 1)[1] if "@" in image else ""
-        name = re.sub(r"[^A-Za-z0-9._-]", "+", image.split("@", 1)[0])
-        version = found.split(":")[-1][:16] if found else "tag"
-        return uri, self.s.shared_dir / "enroot" / f"{name}@{version}.sqsh", found
-
-    def _dockerd_digest(self, image: str) -> str:
-        if image not in self._digests:
-            try:
-                import docker
-                self._digests[image] = docker.from_env(timeout=20).images.get(image).id
-            except Exception as exc:  # noqa: BLE001 - any engine error means the same here
-                raise UserError(f"--container-import dockerd: this host's Docker engine "
-                                f"cannot give {image} ({exc.__class__.__name__})",
-                                hint=f"start Docker and `docker pull {image}`, or import from "
-                                     "the registry (--container-import registry)") from None
-        return self._digests[image]
 
     def environment(self) -> str:
         return f"slurm:{self.s.runtime}:{self.s.image or '-'}"
 
     def prepare(self) -> None:
-        if self.s.runtime not in RUNTIMES:
-            raise UserError(f"unknown container runtime '{self.s.runtime}'",
-                            hint=f"use one of {', '.join(RUNTIMES)}")
-        if self.s.runtime != "none" and not self.s.image:
-            raise UserError(f"--container-runtime {self.s.runtime} needs an image",
-                            hint="pass --image (or use release mode, which picks one)")
-        if self.s.container_import not in IMPORTS:
-            raise UserError(f"unknown image source '{self.s.container_import}'",
-                            hint=f"use one of {', '.join(IMPORTS)}")
+        self.s.check()
         if self.s.runtime in ("enroot", "pyxis"):
-            self.image_squashfs(self.s.image)       # a missing local image fails here
+            self.images.locate(self.s.image)       # a missing local image fails here
         out = self.sched.run(["sinfo", "-h", "-o", "%P"], what="sinfo")
         known = {p.rstrip("*") for p in out.split()}
         for flag, part in (("--partition", self.s.partition),
@@ -269,7 +133,7 @@ class SlurmBackend:
         the as-is test."""
         rdir = self.round_dir(key)
         image = image or self.s.image or ""
-        uri, sqsh, _ = self.image_squashfs(image) if self.s.runtime in ("enroot", "pyxis") \
+        uri, sqsh, _ = self.images.locate(image) if self.s.runtime in ("enroot", "pyxis") \
             else ("", Path(), "")
         common = dict(account=self.s.account, qos=self.s.qos, time=self.s.time,
                       extra=self.s.sbatch_args, runtime=self.s.runtime, image=image,
@@ -277,31 +141,20 @@ class SlurmBackend:
                       import_uri=uri, sqsh=str(sqsh), shared_dir=str(self.s.shared_dir),
                       round_key=key, round_dir=str(rdir), tasks=tasks,
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
-        mounts = self._mounts(tasks)
-        build = _env.get_template("slurm-build.sh.j2").render(
+        mounts = round_mounts(self.worktrees, tasks, self.s.shared_dir, self.s.runtime,
+                              self.mounts)
+        build = TEMPLATES.get_template("slurm-build.sh.j2").render(
             name=f"bisect-ngc-build-{self.job_tag}", partition=self.s.partition or "",
             out=str(rdir / "slurm-build-%A_%a.out"), build=self.build_cmd,
             build_timeout=self.build_timeout and int(self.build_timeout), mounts=mounts,
             **common)
-        test = _env.get_template("slurm-test.sh.j2").render(
+        test = TEMPLATES.get_template("slurm-test.sh.j2").render(
             name=f"bisect-ngc-test-{self.job_tag}",
             partition=self.s.gpu_partition or self.s.partition or "",
             out=str(rdir / "slurm-test-%A_%a.out"), test=test or self.test_cmd, runs=runs,
             stop_on_fail=policy is RepeatPolicy.ANY, gpus=self.s.gpus_per_probe,
             timeout=self.timeout and int(self.timeout), mounts=mounts, **common)
         return build, test
-
-    def _mounts(self, tasks: list[dict[str, Any]]) -> list[Mount]:
-        """What every task of the round mounts; each task adds its worktree's own admin
-        directory (tasks' `admin_mount`), read-write inside the read-only git directory."""
-        for t in tasks:
-            admin = self.worktrees.admin_dir(Path(t["worktree"]))
-            mount = Mount(admin, str(admin), read_only=False) if admin else None
-            t["admin_mount"] = "" if mount is None or self.s.runtime == "none" else \
-                _env.filters["enroot_mount" if self.s.runtime == "enroot" else "mount"](mount)
-        return [Mount(self.s.shared_dir, str(self.s.shared_dir), read_only=False),
-                Mount(self.worktrees.root, str(self.worktrees.root), read_only=False),
-                *(Mount(d, str(d)) for d in self.worktrees.git_dirs()), *self.mounts]
 
     # --- one round --------------------------------------------------------------------
     def prepare_tasks(self, requests: Sequence[ProbeRequest]
@@ -351,7 +204,7 @@ class SlurmBackend:
                     yield by_key[commit], outcome
             for req in requests:
                 on_phase(req, "queued")
-            yield from self._wait(by_key, requests[0].runs, requests[0].policy, on_phase)
+            yield from self._wait(by_key, requests[0].policy, on_phase)
         except BaseException:
             self.cancel()
             raise
@@ -423,13 +276,13 @@ class SlurmBackend:
         out = self.sched.run(["sbatch", "--parsable", *extra, str(script)], what="sbatch")
         return out.strip().split(";")[0]
 
-    def _wait(self, by_key: dict[str, ProbeRequest], runs: int, policy: RepeatPolicy,
+    def _wait(self, by_key: dict[str, ProbeRequest], policy: RepeatPolicy,
               on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         """Look until every probe has an outcome; sooner after a look that saw progress."""
         pending = set(by_key)
         delay = self.s.poll_min
         while pending:
-            events = self._look(pending, by_key, runs, policy, on_phase)
+            events = self._look(pending, by_key, policy, on_phase)
             for key, outcome in events:
                 if outcome is not None:       # None: ended and submitted again
                     pending.discard(key)
@@ -438,7 +291,7 @@ class SlurmBackend:
             if pending:
                 time.sleep(delay)
 
-    def _look(self, pending: set[str], by_key: dict[str, ProbeRequest], runs: int,
+    def _look(self, pending: set[str], by_key: dict[str, ProbeRequest],
               policy: RepeatPolicy, on_phase: PhaseCallback
               ) -> list[tuple[str, ProbeOutcome | None]]:
         """One look: outcome files, then the queue, then the accounting of the tasks that
@@ -446,12 +299,12 @@ class SlurmBackend:
         jobs = self._jobs()
         events: list[tuple[str, ProbeOutcome | None]] = []
         for key in sorted(pending):
-            outcome = self._outcome(jobs[key], runs, policy)
+            outcome = self._outcome(jobs[key], policy)
             if outcome is not None:
                 self.worktrees.remove(by_key[key].commit[:12])
                 events.append((key, outcome))
         left = pending - {key for key, _ in events}
-        states = self._states({j for k in left for j in (jobs[k].build_job, jobs[k].test_job)
+        states = self.sched.queue({j for k in left for j in (jobs[k].build_job, jobs[k].test_job)
                                if j}) if left else {}
         gone = []
         for key in sorted(left):
@@ -465,38 +318,14 @@ class SlurmBackend:
         return events
 
     def _result_path(self, job: SlurmJob) -> Path:
-        return self.round_dir(job.round) / f"result-{job.task}.json"
+        return result_path(self.round_dir(job.round), job)
 
-    def _outcome(self, job: SlurmJob, runs: int, policy: RepeatPolicy) -> ProbeOutcome | None:
-        path = self._result_path(job)
-        if not path.exists():
-            return None
-        data = json.loads(path.read_text())
-        rdir, n = self.round_dir(job.round), job.task
-        logs = {"build": rdir / f"build-{n}.log"} if (rdir / f"build-{n}.log").exists() else {}
-        details = {"slurm_test_job": f"{job.test_job}_{n}", "attempt": job.attempt}
-        built = (data.get("build") if data.get("build_failed") else None) or (
-            json.loads((rdir / f"build-{n}.json").read_text())
-            if (rdir / f"build-{n}.json").exists() else {})
-        build = None
-        if built.get("build_ms") or data.get("build_failed"):
-            code = built.get("exit_code")
-            build = BuildFact(code, (built.get("build_ms") or 0) / 1000,
-                              timed_out=bool(self.build_timeout) and code == 124,
-                              limit=self.build_timeout)
-        facts = []
-        for run, (code, ms) in enumerate(zip(data.get("codes", []), data.get("ms", [])), 1):
-            logs[f"test-{run}"] = log = rdir / f"test-{n}-{run}.log"
-            text = log.read_text(errors="replace") if log.exists() else ""
-            timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
-            facts.append(RunFact(code, ms / 1000, timed_out, self.timeout,
-                                 last_json_line(text)))
-        outcome = judge_probe(build, facts, policy, job.expect or None)
-        outcome.logs = logs
-        outcome.details = dict(outcome.details, **details, node=data.get("node"),
-                               build_reused=not built.get("build_ms"))
-        if self.s.same_node and self.node is None and data.get("node"):
-            self.node = data["node"]
+    def _outcome(self, job: SlurmJob, policy: RepeatPolicy) -> ProbeOutcome | None:
+        outcome = read_result(self.round_dir(job.round), job, policy,
+                              build_limit=self.build_timeout, test_limit=self.timeout)
+        node = outcome.details.get("node") if outcome else None
+        if self.s.same_node and self.node is None and node:
+            self.node = node
         return outcome
 
     def _same_node(self) -> list[str]:
@@ -509,31 +338,13 @@ class SlurmBackend:
                               if p.details.get("node")), None) if self.session else None
         return [f"--nodelist={self.node}"] if self.node else []
 
-    def _states(self, jobs: set[str]) -> dict[str, str]:
-        """One squeue call for every job of the session still known to the scheduler."""
-        # squeue fails on ids it has already forgotten: those jobs have ended.
-        out = self.sched.run(["squeue", "-h", "-j", ",".join(sorted(jobs)), "-o", "%i|%T"],
-                             what="squeue", may_fail=True) if jobs else ""
-        states = {}
-        for line in out.splitlines():
-            job, _, state = line.partition("|")
-            states[job.strip()] = state.strip()
-            if "_[" in job:          # a pending array range like 12_[0-3]
-                states[job.split("_")[0]] = state.strip()
-        return states
-
     def _ended(self, gone: list[SlurmJob]) -> list[tuple[SlurmJob, str]]:
         """How tasks that left the queue without an outcome file ended: one sacct call."""
         gone = [job for job in gone if not self._result_path(job).exists()]
         if not gone:
             return []
         ids = sorted({j for job in gone for j in (job.build_job, job.test_job) if j})
-        out = self.sched.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o",
-                              "JobID,State"], what="sacct")
-        states = {}
-        for line in out.splitlines():
-            jid, _, state = line.partition("|")
-            states[jid] = state.split()[0] if state else ""
+        states = self.sched.accounting(ids)
         ended = []
         for job in gone:
             if self._result_path(job).exists():
@@ -560,19 +371,15 @@ class SlurmBackend:
                                     "attempt(s)", cacheable=False)
             self.say(f"probe {req.commit[:12]} ended {state}; retry {attempt}/{self.s.max_retries}")
             return self._submit([req], attempt=attempt).get(req.key)
-        return ProbeOutcome(Verdict.SKIP, _ENDED_WITHOUT_RESULT.get(
+        return ProbeOutcome(Verdict.SKIP, ENDED_WITHOUT_RESULT.get(
             state, f"job {state.lower()} without a result"), cacheable=False)
 
     def submit_controller(self, sid: str, argv: list[str], *, partition: str | None,
                           time_limit: str) -> tuple[str, Path]:
         """Submit `argv` (a whole bisection) as a small CPU batch job; returns (job id,
         its output file)."""
-        script = self.s.shared_dir / "controller" / f"{sid}.sh"
-        script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(render_controller(
-            name=f"bisect-ngc-controller-{sid}", partition=partition or self.s.partition,
-            account=self.s.account, qos=self.s.qos, time=time_limit, extra=self.s.sbatch_args,
-            out=str(script.with_suffix(".out")), cwd=os.getcwd(), argv=shlex.join(argv)))
+        script = write_controller(self.s, sid, argv, partition=partition or self.s.partition,
+                                  time_limit=time_limit)
         return self._sbatch(script, []), script.with_suffix(".out")
 
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
@@ -583,7 +390,3 @@ class SlurmBackend:
                   "staging": f"<staging of {r.commit[:12]}>"} for i, r in enumerate(requests)]
         build, test = self.render("DRYRUN", tasks, requests[0].runs, requests[0].policy)
         return [("build.sh", build), ("test.sh", test)]
-
-
-def render_controller(**values: Any) -> str:
-    return _env.get_template("slurm-controller.sh.j2").render(**values)

@@ -48,26 +48,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
     if as_json:
         emit(rows)
         return 0
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="NGC PyTorch releases" + (f" containing {containing}" if containing
-                                                   else ""))
-    for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
-            (["contains"] if containing else []):
-        table.add_column(col)
-    # One width for the column: some releases are known by a short prefix only.
-    width = min([len(r["torch_commit"]) for r in rows if r["torch_commit"]] + [12])
-    for row in rows:
-        note = f"same commit as {', '.join(row['same_commit_as'])}" if row["same_commit_as"] \
-            else ""
-        cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
-                 row["torch_commit"][:width] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
-                 f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
-                 row["python"] or "?", note]
-        if containing:
-            cells.append(row["contains"])
-        table.add_row(*cells)
-    Console(width=None if sys.stdout.isatty() else 140).print(table)
+    _print_table(rows, containing)
     if from_catalog:
         click.echo(f"shipped in NGC {', '.join(r.name for r in named)}, whose PyTorch commit "
                    f"the catalog names; whether an earlier release has it needs the PyTorch "
@@ -97,7 +78,7 @@ def resolve(release, image, cache_dir, as_json):
         raise UserError("give either a release (e.g. 24.09) or --image IMAGE",
                         hint="bisect-ngc resolve 24.09, or bisect-ngc resolve --image IMG")
     if image:
-        from ..backends.docker import read_image_facts
+        from ..backends.docker_engine import read_image_facts
         from ..releases import release_from_facts
         rel = release_from_facts(image, read_image_facts(image, say))
         catalog.remember(rel)
@@ -113,3 +94,26 @@ def resolve(release, image, cache_dir, as_json):
             value = ", ".join(value) or "-"
         click.echo(f"{key:<{width}}  {value if value != '' else '?'}")
     return 0
+
+
+def _print_table(rows: list[dict], containing: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="NGC PyTorch releases" + (f" containing {containing}" if containing
+                                                   else ""))
+    for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
+            (["contains"] if containing else []):
+        table.add_column(col)
+    # One width for the column: some releases are known by a short prefix only.
+    width = min([len(r["torch_commit"]) for r in rows if r["torch_commit"]] + [12])
+    for row in rows:
+        note = f"same commit as {', '.join(row['same_commit_as'])}" if row["same_commit_as"] \
+            else ""
+        cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
+                 row["torch_commit"][:width] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
+                 f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
+                 row["python"] or "?", note]
+        if containing:
+            cells.append(row["contains"])
+        table.add_row(*cells)
+    Console(width=None if sys.stdout.isatty() else 140).print(table)

@@ -43,7 +43,7 @@ def components(from_, to, test, cache_dir, as_json):
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
     images = [_image(catalog, spec) for spec in (from_, to)]
-    from ..backends.docker import DockerContainers      # the SDK only where it is used
+    from ..backends.docker_engine import DockerContainers      # the SDK only where it is used
     result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
                         say).run()
     answer = result["attribution"]

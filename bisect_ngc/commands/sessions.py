@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..json_output import emit, json_option
-from ..engine import tally
+from ..records import tally
 from ..options import default_state, option
 from ..report import write_report
 from ..store import Store

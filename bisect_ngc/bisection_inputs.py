@@ -1,0 +1,62 @@
+"""What a bisection is run with: the range, prebuilt tiers, settings and progress hooks,
+and the interruption a probe can end in."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends.base import ProbeRequest, Source
+from .history import History
+from .records import ProbeRecord, SessionRecord
+from .search import RepeatPolicy
+
+
+class Interrupted(KeyboardInterrupt):
+    """A probe ended by an interruption (Ctrl-C reached its container or process first):
+    nothing is recorded for it, and the run stops as if interrupted itself."""
+
+
+@dataclass
+class Range:
+    """What is being bisected: a repository and a first-parent candidate list."""
+
+    history: History
+    old: str
+    new: str
+    candidates: list[str]
+    repo_id: str
+    labels: dict[str, Any]     # how the user named the endpoints (release, image, rev)
+
+
+@dataclass
+class Tier:
+    """Prebuilt artifacts of one kind, by candidate index."""
+
+    name: str                       # "image" | "nightly"
+    sources: dict[int, Source]
+
+
+class Events:
+    """Progress hooks; the CLI's displays override what they show."""
+
+    def session(self, record: SessionRecord, resumed: int) -> None: ...
+    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
+              tier: str = "build") -> None: ...
+    def phase(self, req: ProbeRequest, phase: str) -> None: ...
+    def probe(self, rec: ProbeRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+# Past this many untestable commits a bisection stops and says so: a person would rather
+# hear early that the test does not run there than wait for every commit of the stretch.
+DEFAULT_MAX_SKIPS = 32
+
+
+@dataclass
+class Settings:
+    jobs: int = 1
+    repeat: int = 1
+    policy: RepeatPolicy = RepeatPolicy.ANY
+    retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
+    max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
+    probe_argv: list[str] = field(default_factory=list)
