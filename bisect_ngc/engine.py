@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
-from .environments import Environment, of_probe, paired
+from .environments import Environment, paired
 from .recipes import Recipe
 from .bisection_inputs import Events, Interrupted, Range, Settings, Tier
 from .search import (Result, Round, Status, Verdict, next_in_subset,
@@ -317,8 +317,8 @@ class Bisection:
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
-        details = dict(out.details, tier=req.tier, environment=of_probe(
-            req.tier, req.source.ref if req.source else "", self.recipe.image).as_dict())
+        details = dict(out.details, tier=req.tier.value,
+                       environment=req.environment(self.recipe.image).as_dict())
         if req.source:
             details["source"] = req.source.label
             if req.source.why:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from .artifacts import ArtifactStore, artifact_name, urlopen
-from .backends.base import Source
+from .backends.base import ProbeKind, Source
 from .bisection_inputs import Range, Tier
 from .errors import UserError
 from .releases import Catalog, Endpoint
@@ -55,11 +55,11 @@ def image_tier(span: Range, catalog: Catalog, old: Endpoint, new: Endpoint) -> T
     sources: dict[int, Source] = {}
     for i, ep in ((0, old), (last, new)):
         if ep.image:
-            sources[i] = Source("image", ep.image, _image_label(ep.image, catalog))
+            sources[i] = Source(ProbeKind.IMAGE, ep.image, _image_label(ep.image, catalog))
     for rel in catalog.all():
         i = find(rel.torch_commit) if rel.torch_commit else None
         if i is not None and i not in sources:
-            sources[i] = Source("image", rel.image, f"NGC {rel.name}")
+            sources[i] = Source(ProbeKind.IMAGE, rel.image, f"NGC {rel.name}")
     return Tier("image", sources)
 
 
@@ -215,7 +215,7 @@ def artifact_tier(span: Range, listed: list[Nightly], rule: str, store: Artifact
             continue
         full = span.candidates[i]
         label = f"nightly {art.date}" if art.date else art.filename
-        sources[i] = Source(tier, art.url, label,
+        sources[i] = Source(ProbeKind(tier), art.url, label,
                             reports=",".join(full if r == main else r for r in reports if r))
     return Tier(tier, sources)
 

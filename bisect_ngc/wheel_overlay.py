@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
 from .artifacts import Artifact, ArtifactStore
-from .backends.base import Source
+from .backends.base import ProbeKind, Source
 from .history import History
 from .overlay import OVERLAY_COST, Base, Change, Decision, OverlayRule, choose_base, decide
 from .search import Verdict
@@ -99,7 +99,7 @@ class Overlays:
         art = self.built(base.index)
         assert art is not None
         key = digest(["overlay", self.candidates[target], art.key])[:24]
-        return Source("overlay", key, f"overlay of {sha[:12]}", reports=sha, why=base.why)
+        return Source(ProbeKind.OVERLAY, key, f"overlay of {sha[:12]}", reports=sha, why=base.why)
 
     def make(self, target: int, src: Source) -> bool:
         """Write the overlay artifact `src` names (once); False if the base refuses it."""

@@ -31,3 +31,26 @@ def test_a_found_answer_never_rests_on_verdicts_of_two_environments():
     assert answer.candidates == (7,) and "24.10-py3" in answer.explanation
     assert answer.explanation == unpaired(BUILT, IMAGE)
     assert paired(found, {6: BUILT}) == found            # records from before environments
+
+
+def test_every_backend_makes_a_probe_environment_from_one_plan(tmp_path):
+    from bisect_ngc.backends.base import ProbeKind, ProbeRequest, Source, test_plan
+    from bisect_ngc.recipes import Recipe
+    from bisect_ngc.search import RepeatPolicy
+    recipe = Recipe(build="make", test="install && run", test_as_is="run", image="base:1")
+
+    def req(source):
+        return ProbeRequest("s", "c" * 40, 1, 0, 1, RepeatPolicy.ANY, tmp_path, tmp_path,
+                            source=source)
+    image = req(Source(ProbeKind.IMAGE, "ngc:24.10", "NGC 24.10"))
+    nightly = req(Source(ProbeKind.NIGHTLY, "https://x/torch.whl", "nightly"))
+    built = req(None)
+    assert (test_plan(image, recipe).artifacts, test_plan(image, recipe).image,
+            test_plan(image, recipe).test) == ("none", "ngc:24.10", "run")
+    assert (test_plan(nightly, recipe).artifacts, test_plan(nightly, recipe).image,
+            test_plan(nightly, recipe).test) == ("ready", "base:1", "install && run")
+    assert test_plan(built, recipe).artifacts == "build" and built.tier is ProbeKind.BUILD
+    assert image.environment("base:1") == Environment("ngc:24.10")
+    assert not nightly.environment("base:1").comparable(image.environment("base:1"))
+    assert nightly.environment("base:1").comparable(built.environment("base:1"))
+    assert built.environment(None).base == HOST

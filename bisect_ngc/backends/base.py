@@ -13,10 +13,12 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 from ..build_trees import settle
+from ..environments import Environment, of_probe
 from ..errors import UserError
 from ..git_mirrors import CheckoutError
 from ..history import Worktrees
@@ -34,12 +36,25 @@ if TYPE_CHECKING:
 PhaseCallback = Callable[["ProbeRequest", str], None]
 
 
+class ProbeKind(str, Enum):
+    """How a probe gets its torch: the tiers, cheapest first, then a build."""
+
+    IMAGE = "image"          # an NGC image as it ships
+    NIGHTLY = "nightly"      # a nightly wheel
+    PREBUILT = "prebuilt"    # a given artifact (--artifacts)
+    OVERLAY = "overlay"      # a neighbour's wheel with this commit's Python files
+    BUILD = "build"          # built from source
+
+    def __str__(self) -> str:        # paths and messages show the value
+        return self.value
+
+
 @dataclass(frozen=True)
 class Source:
     """A prebuilt way to probe one candidate, cheaper than a build: an NGC image as it is,
     a nightly wheel, or a neighbour's wheel with this commit's Python files (an overlay)."""
 
-    tier: str          # "image" | "nightly" | "prebuilt" | "overlay"
+    tier: ProbeKind    # any kind but BUILD
     ref: str           # the image reference, the wheel's URL, or the overlay's store key
     label: str         # for people: "NGC 24.09", "nightly 2024-09-01", "overlay of abc123"
     reports: str = ""  # the torch commit the artifact reports, where not the candidate
@@ -66,8 +81,13 @@ class ProbeRequest:
         return f"{self.commit}#{self.run_key}" if self.run_key else self.commit
 
     @property
-    def tier(self) -> str:
-        return self.source.tier if self.source else "build"
+    def tier(self) -> ProbeKind:
+        return ProbeKind(self.source.tier) if self.source else ProbeKind.BUILD
+
+    def environment(self, base_image: str | None) -> Environment:
+        """Where this probe's test runs: an image as it is, or the base image (the host
+        without one) with this probe's wheel installed."""
+        return of_probe(self.tier.value, self.source.ref if self.source else "", base_image)
 
     @property
     def expected(self) -> str | None:
@@ -75,6 +95,25 @@ class ProbeRequest:
         if not self.expect_commit:
             return None
         return (self.source.reports if self.source and self.source.reports else self.commit)
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    """A probe's environment as every backend makes it: the image its test runs in (None:
+    the host), the test command, and where the artifacts come from: nowhere (an image
+    as it is), a download or overlay that is ready, or a build."""
+
+    artifacts: str          # "none" | "ready" | "build"
+    image: str | None
+    test: str
+
+
+def test_plan(req: "ProbeRequest", recipe: "Recipe") -> TestPlan:
+    """The one mapping from a probe's kind to what a backend does for it."""
+    if req.tier is ProbeKind.IMAGE:
+        return TestPlan("none", req.source.ref, recipe.test_as_is or recipe.test)
+    return TestPlan("build" if req.tier is ProbeKind.BUILD else "ready", recipe.image,
+                    recipe.test)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from ..verdicts import BuildFact, RunFact
 from .docker_engine import LABEL, DockerContainers, connect, ensure_image, short_error
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
-                   probe_env, run_tests)
+                   probe_env, run_tests, test_plan)
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
@@ -158,19 +158,16 @@ class DockerBackend(ThreadedRounds):
         wt = self._checkout(req, on_phase, clean=True)
         r = self.recipe
         logs: dict[str, Path] = {}
-        if req.tier == "image":      # the image as it is: nothing to build or install
-            image, test = req.source.ref, r.test_as_is or r.test
+        plan = test_plan(req, r)
+        image, test = plan.image, plan.test
+        build, details = None, {}
+        if plan.artifacts == "none":
             art_path = self.artifacts.as_is().path
             self.ensure_image(image)
-            build = None
-            details: dict[str, Any] = {}
-        elif req.source is not None:      # a nightly, a given wheel or an overlay
+        elif plan.artifacts == "ready":
             on_phase(req, "download")
-            image, test, art_path = r.image, r.test, fetch_prebuilt(self.artifacts, req,
-                                                                    self.say)
-            build, details = None, {}
+            art_path = fetch_prebuilt(self.artifacts, req, self.say)
         else:
-            image, test = r.image, r.test
             art_path, build, details, logs = self._build(req, on_phase, wt)
             if art_path is None:      # the build failed: no test to run
                 return _annotated(run_tests(req, on_phase, None, build), logs, details)

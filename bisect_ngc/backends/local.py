@@ -21,7 +21,8 @@ from ..artifacts import ArtifactStore
 from ..history import Worktrees
 from ..verdicts import BuildFact, RunFact
 from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
-                   ThreadedRounds, fetch_prebuilt, last_json_line, probe_env, run_tests)
+                   ThreadedRounds, fetch_prebuilt, last_json_line, probe_env, run_tests,
+                   test_plan)
 
 
 def _start_time(pid: int) -> str | None:
@@ -155,10 +156,11 @@ class LocalBackend(ThreadedRounds):
         env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
         build = None
-        if req.source is not None:        # a prebuilt artifact instead of a build
+        plan = test_plan(req, r)
+        if plan.artifacts == "ready":
             on_phase(req, "download")
             env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
-        elif r.build:
+        elif plan.artifacts == "build" and r.build:
             on_phase(req, "build")
             logs["build"] = req.log_dir / "build.log"
             code, secs, timed_out = self.runner.run(
@@ -168,7 +170,7 @@ class LocalBackend(ThreadedRounds):
 
         def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
-            code, secs, timed_out = self.runner.run(["/bin/sh", "-c", r.test], cwd=wt,
+            code, secs, timed_out = self.runner.run(["/bin/sh", "-c", plan.test], cwd=wt,
                                                     env=env, log=log, timeout=r.timeout)
             return RunFact(code, secs, timed_out, r.timeout, last_json_line(_tail(log)))
 

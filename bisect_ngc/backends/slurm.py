@@ -30,7 +30,7 @@ from .slurm_queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phas
 from .slurm_settings import SlurmSettings
 from .slurm_scripts import TEMPLATES, round_mounts, write_controller
 from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
-                   fetch_prebuilt)
+                   fetch_prebuilt, test_plan)
 
 
 class SlurmBackend:
@@ -170,9 +170,10 @@ class SlurmBackend:
             except CheckoutError as exc:
                 early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
-            if req.tier == "image":      # the image as it is: nothing to build or install
+            artifacts = test_plan(req, self.recipe).artifacts
+            if artifacts == "none":
                 final = staging = self.artifacts.as_is().path
-            elif req.source is not None:   # prebuilt: the controller downloads it once
+            elif artifacts == "ready":   # the controller downloads it once
                 try:
                     final = staging = fetch_prebuilt(self.artifacts, req, self.say)
                 except ProbeFailed as exc:
@@ -211,17 +212,15 @@ class SlurmBackend:
 
     def _submit(self, requests: Sequence[ProbeRequest], attempt: int = 0
                 ) -> dict[str, ProbeOutcome]:
-        """Builds go in one build+test array pair, ready artifacts (nightlies, overlays) in
-        one test array, and each image in a test array of its own."""
+        """One array pair per plan: builds in one build+test pair, ready artifacts
+        (nightlies, overlays) in one test array, each image in a test array of its own."""
+        groups: dict[tuple[str, str | None, str], list[ProbeRequest]] = {}
+        for req in requests:
+            plan = test_plan(req, self.recipe)
+            groups.setdefault((plan.artifacts, plan.image, plan.test), []).append(req)
         early: dict[str, ProbeOutcome] = {}
-        builds = [r for r in requests if r.source is None]
-        ready = [r for r in requests if r.source is not None and r.tier != "image"]
-        for group in (builds, ready):
-            if group:
-                early.update(self._submit_round(group, attempt))
-        for req in (r for r in requests if r.tier == "image"):
-            early.update(self._submit_round([req], attempt, image=req.source.ref,
-                                            test=self.recipe.test_as_is or self.test_cmd))
+        for (artifacts, image, test), group in groups.items():
+            early.update(self._submit_round(group, attempt, image=image, test=test))
         return early
 
     def _submit_round(self, requests: Sequence[ProbeRequest], attempt: int = 0,
@@ -240,7 +239,7 @@ class SlurmBackend:
         # Each job id is stored the moment sbatch returns it: a controller killed between
         # the two calls must not submit the build array again. Prebuilt artifacts need no
         # build: their rounds are a test array alone.
-        prebuilt = requests[0].source is not None
+        prebuilt = test_plan(requests[0], self.recipe).artifacts != "build"
         build_job = None if prebuilt else self._sbatch(rdir / "build.sh", [])
         jobs = [SlurmJob(t["key"], key, t["index"], build_job, None, attempt, t["expect"],
                          time.time()) for t in tasks]
