@@ -17,12 +17,16 @@ from .base import last_json_line
 LABEL = "bisect-ngc"
 
 
-def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], None]):
-    """The image, pulled with progress if it is not here yet."""
+def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], None], *,
+                 pull: bool = True):
+    """The image, pulled with progress if it is not here yet (or, without `pull`, a
+    clear error that says how to get it)."""
     try:
         return client.images.get(ref)
     except ImageNotFound:
-        pass
+        if not pull:
+            raise UserError(f"image {ref} is not on this Docker engine",
+                            hint=f"docker pull {ref}") from None
     say(f"pulling {ref}")
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     layers: dict[str, str] = {}
@@ -70,6 +74,7 @@ class DockerContainers:
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client, self.label = client, LABEL
         self._swept = False
+        self._images: dict[str, Any] = {}
 
     @property
     def client(self) -> docker.DockerClient:
@@ -93,11 +98,12 @@ class DockerContainers:
                     pass
 
     def _image(self, image: str):
-        try:
-            return self.client.images.get(image)
-        except ImageNotFound:
-            raise UserError(f"image {image} is not on this Docker engine",
-                            hint=f"docker pull {image}") from None
+        """The image, looked up once per run: swaps ask for its digest and variables
+        many times."""
+        if image not in self._images:
+            self._images[image] = ensure_image(self.client, image, lambda text: None,
+                                               pull=False)
+        return self._images[image]
 
     def digest(self, image: str) -> str:
         return self._image(image).id
