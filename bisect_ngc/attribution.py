@@ -4,8 +4,11 @@ Image A behaves one way and image B the other. A *swap* runs A with a set S of B
 components put in place (or B with A's). Delta debugging over the components that differ
 finds a minimal set that turns A's behaviour into B's (binary search for the shortest
 prefix, item by item: fewer swaps than Zeller's ddmin when components act together); the
-reverse swap (B with A's versions of that set) confirms it. A swap that cannot run (an import or ABI error,
-another Python) is unresolved: it counts as "not B", and is listed.
+reverse swap (B with A's versions of that set) confirms it. A swap that cannot run (an
+import or ABI error, another Python) is a skip, listed with the others: when the swap of
+everything is one, a minimal set of components that make swaps fail is found the same way
+and left out, and the rest is searched; a culprit among those left out is "unresolved",
+never a wrong name.
 
 Pure, like search.py: it takes the swap outcomes seen so far and returns the next swaps
 to run, or the answer. The outcomes are replayed from the start on every call, so a
@@ -39,7 +42,7 @@ class Swap:
 
 @dataclass(frozen=True)
 class Attribution:
-    status: str                     # found | unconfirmed | not-in-components | none-differ
+    status: str     # found | unconfirmed | unresolved | not-in-components | none-differ
     culprits: tuple[str, ...] = ()
     unresolved: tuple[Swap, ...] = ()
     explanation: str = ""
@@ -71,11 +74,26 @@ def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side]) -> list[Swa
 def _attribute(names: list[str], ask: Callable[[Swap], Side],
                seen: Mapping[Swap, Side]) -> Attribution:
     everything = ask(Swap.of("a", names))
+    left_out: list[str] = []
+    while everything is Side.SKIP and names:
+        # Some components cannot be put in (another Python, an ABI): find a minimal set
+        # that makes a swap fail to run, leave it out, and try the rest.
+        bad = minimal_set(names, lambda subset: ask(Swap.of("a", subset)) is Side.SKIP)
+        left_out += bad
+        names = [n for n in names if n not in bad]
+        everything = ask(Swap.of("a", names)) if names else Side.SKIP
     if everything is not Side.B:
-        why = ("could not run" if everything is Side.SKIP else "still behaves like A")
+        if left_out:
+            return Attribution(
+                "unresolved", unresolved=_skips(seen),
+                explanation=f"{', '.join(sorted(left_out))} of B could not be put into A (the "
+                            f"swaps did not run), and A with B's other {len(names)} "
+                            f"differing component(s) still behaves like A: the difference may "
+                            f"be in those left out")
         return Attribution("not-in-components", unresolved=_skips(seen),
                            explanation=f"A with all {len(names)} differing components of B "
-                                       f"{why}: the difference is not in these components")
+                                       f"still behaves like A: the difference is not in these "
+                                       f"components")
     culprits = sorted(minimal_set(names, lambda subset: ask(Swap.of("a", subset)) is Side.B))
     back = ask(Swap.of("b", culprits))
     status = "found" if back is Side.A else "unconfirmed"
@@ -83,6 +101,9 @@ def _attribute(names: list[str], ask: Callable[[Swap], Side],
                    f"like A" if status == "found" else
                    f"A with B's {', '.join(culprits)} behaves like B, but B with A's "
                    f"{'could not run' if back is Side.SKIP else 'still behaves like B'}")
+    if left_out:
+        explanation += (f" ({', '.join(sorted(left_out))} could not be put into A and were "
+                        f"left out)")
     return Attribution(status, tuple(culprits), _skips(seen), explanation)
 
 

@@ -25,53 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .attribution import Attribution, Side, Swap, next_swaps
-
-INVENTORY_SCRIPT = r'''
-import glob, hashlib, json, os, re, sys
-from importlib import metadata
-out = {"python": "%d.%d" % sys.version_info[:2], "dists": {}, "libs": {}}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"] or ""
-    key = re.sub(r"[-_.]+", "-", name).lower()
-    if not key or key in out["dists"]:
-        continue
-    record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
-    base = str(dist.locate_file(""))
-    files = [str(f) for f in (dist.files or [])]
-    out["dists"][key] = {"name": name, "version": dist.version, "base": base,
-                         "files": files, "digest": hashlib.sha256(record.encode()).hexdigest()}
-dirs = sorted(glob.glob("/usr/local/cuda*/lib64")) + ["/usr/lib/x86_64-linux-gnu",
-                                                       "/usr/local/lib"]
-for d in dirs:
-    for path in sorted(glob.glob(os.path.join(d, "lib*.so*"))):
-        stem = os.path.basename(path).split(".so")[0]
-        if stem in out["libs"] and out["libs"][stem]["dir"] != d:
-            continue
-        real = os.path.realpath(path)
-        lib = out["libs"].setdefault(stem, {"dir": d, "files": [], "real": "", "size": 0})
-        lib["files"].append(os.path.basename(path))
-        if os.path.isfile(real) and os.path.getsize(real) >= lib["size"]:
-            lib["real"], lib["size"] = os.path.basename(real), os.path.getsize(real)
-print(json.dumps(out))
-'''
-
-# Copies the named units' files into /extract/UNIT/..., keeping paths below their base.
-EXTRACT_SCRIPT = r'''
-import json, os, shutil, sys
-units = json.loads(sys.argv[1])
-for unit, (base, files) in units.items():
-    dest = os.path.join("/extract", unit)
-    for rel in files:
-        src = os.path.normpath(os.path.join(base, rel))
-        if not os.path.isfile(src) and not os.path.islink(src):
-            continue
-        target = os.path.normpath(os.path.join(dest, rel))
-        if not target.startswith(dest + os.sep):
-            continue          # a RECORD path outside its base (../../bin/x): not importable
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(src, target, follow_symlinks=True)
-    os.makedirs(dest, exist_ok=True)
-'''
+from .component_scripts import EXTRACT_SCRIPT, INVENTORY_SCRIPT
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SKIP_ENV = {"HOSTNAME", "HOME", "PATH", "PWD", "SHLVL", "TERM", "_"}
@@ -143,6 +97,13 @@ class SwapLayout:
     env: dict[str, str]
     unset: tuple[str, ...]
     why_not: str = ""         # non-empty: this swap cannot be made (a skip)
+    imports: tuple[str, ...] = ()   # the swapped distributions' top-level modules
+
+    def import_check(self) -> str:
+        """A command that imports every swapped module, printing the error of one that
+        does not load (built for another Python, another ABI): such a swap is a skip."""
+        names = ", ".join(self.imports)
+        return f"python3 -c {shlex.quote(f'import {names}')} 2>&1"
 
     def command(self, test: str) -> str:
         """The test, with the variables the other image lacks removed first."""
@@ -191,7 +152,19 @@ def layout(components: list[Component], into: str, extracted: Path, root: Path,
                     link.symlink_to(path)
     (directory / "site").mkdir(parents=True, exist_ok=True)
     (directory / "lib").mkdir(parents=True, exist_ok=True)
-    return SwapLayout(directory, env, tuple(unset))
+    return SwapLayout(directory, env, tuple(unset), imports=top_level_modules(directory / "site"))
+
+
+def top_level_modules(site: Path) -> tuple[str, ...]:
+    """The importable top-level names in a directory put on PYTHONPATH: packages, modules
+    and extension modules (`_ext.cpython-312-x86_64-linux-gnu.so` is `_ext`)."""
+    names = set()
+    for entry in site.iterdir():
+        if entry.is_dir() and (entry / "__init__.py").exists():
+            names.add(entry.name)
+        elif entry.suffix in (".py", ".so") and not entry.is_dir():
+            names.add(entry.name.split(".")[0])
+    return tuple(sorted(n for n in names if n.isidentifier()))
 
 
 class Containers(Protocol):
@@ -203,6 +176,8 @@ class Containers(Protocol):
                     mounts: list[tuple[Path, str, bool]]) -> str: ...
     def run(self, image: str, command: str, env: dict[str, str],
             mounts: list[tuple[Path, str, bool]]) -> int | None: ...
+    def output(self, image: str, command: str, env: dict[str, str],
+               mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]: ...
 
 
 def verdict_of(code: int | None) -> str:
@@ -221,6 +196,7 @@ class Attributor:
         self.digests = {side: engine.digest(image) for side, image in self.images.items()}
         key = hashlib.sha256(json.dumps([self.digests, test]).encode()).hexdigest()[:12]
         self.state = work / "sessions" / f"{key}.json"
+        self.reasons: dict[str, str] = {}     # why a swap was a skip, by its key
 
     def inventory(self, side: str) -> dict[str, Any]:
         path = self.work / "inventory" / f"{safe(self.digests[side])}.json"
@@ -262,8 +238,7 @@ class Attributor:
         if _key_of(swap) not in seen_raw:
             extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
                          for side in ("a", "b")}
-            seen_raw[_key_of(swap)] = self._swap(swap, chosen, inv, extracted, plain).value
-            _write(self.state, seen_raw)
+            self._keep(seen_raw, swap, self._swap(swap, chosen, inv, extracted, plain))
         return Side(seen_raw[_key_of(swap)])
 
     def _plain(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -295,18 +270,25 @@ class Attributor:
                               if (why := cannot_swap(c, "a", *pythons))}
         units = [u for u in by_unit if u not in out["unswappable"]]
         extracted = {side: self.extract(side, inv[side], units) for side in ("a", "b")}
-        seen = {_swap_of(k): Side(v) for k, v in seen_raw.items() if not k.startswith("plain:")}
+        seen = {_swap_of(k): Side(v) for k, v in seen_raw.items()
+                if not k.startswith(("plain:", "why:"))}
         while isinstance(step := next_swaps(units, seen), list):
             for swap in step:
                 side = self._swap(swap, [by_unit[u] for u in sorted(swap.components)], inv,
                                   extracted, plain)
                 seen[swap] = side
-                seen_raw[_key_of(swap)] = side.value
-                _write(self.state, seen_raw)
+                self._keep(seen_raw, swap, side)
         out["attribution"] = step
-        out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value}
-                        for s, v in seen.items()]
+        out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value,
+                         "why": seen_raw.get("why:" + _key_of(s), "")} for s, v in seen.items()]
         return out
+
+    def _keep(self, seen_raw: dict[str, str], swap: Swap, side: Side) -> None:
+        """A swap's outcome (and a skip's reason), written as it comes."""
+        seen_raw[_key_of(swap)] = side.value
+        if _key_of(swap) in self.reasons:
+            seen_raw["why:" + _key_of(swap)] = self.reasons[_key_of(swap)]
+        _write(self.state, seen_raw)
 
     def _swap(self, swap: Swap, comps: list[Component], inv: dict[str, Any],
               extracted: dict[str, Path], plain: dict[str, str]) -> Side:
@@ -316,6 +298,7 @@ class Attributor:
         label = f"{self.images[target]} with {len(comps)} of {self.images[donor]}'s components"
         if lay.why_not:
             self.say(f"  {label}: skip ({lay.why_not})")
+            self.reasons[_key_of(swap)] = lay.why_not
             return Side.SKIP
         own = inv[target]["env"]
         env = dict(lay.env)
@@ -325,6 +308,13 @@ class Attributor:
                                                         own.get("LD_LIBRARY_PATH")]))
         mounts = [(extracted[donor], str(extracted[donor]), True),
                   (lay.directory, str(lay.directory), True)]
+        if lay.imports:
+            code, out = self.engine.output(self.images[target], lay.import_check(), env, mounts)
+            if code != 0:
+                why = (out.strip().splitlines() or [f"exit {code}"])[-1]
+                self.say(f"  {label}: skip (does not load: {why})")
+                self.reasons[_key_of(swap)] = f"does not load: {why}"
+                return Side.SKIP
         verdict = verdict_of(self.engine.run(self.images[target], lay.command(self.test), env,
                                              mounts))
         side = Side.B if verdict == plain["b"] else Side.A if verdict == plain["a"] else Side.SKIP

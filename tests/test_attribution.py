@@ -57,13 +57,22 @@ def test_an_unloadable_swap_is_unresolved_and_the_answer_stays_right(names, data
     culprit = data.draw(st.sampled_from(names))
     broken = data.draw(st.sets(st.sampled_from([n for n in names if n != culprit]),
                                min_size=1, max_size=3))
-    answer, _, seen = run(names, lambda s: culprit in s, unloadable=frozenset(broken))
-    # Swapping everything includes the broken ones: then nothing can be said, honestly.
-    if seen[Swap.of("a", names)] is Side.SKIP:
-        assert answer.status == "not-in-components" and not answer.culprits
-    else:
-        assert answer.culprits == (culprit,)
+    answer, probes, seen = run(names, lambda s: culprit in s, unloadable=frozenset(broken))
+    # The swaps that cannot run are found, left out, and the rest still names the culprit.
+    assert answer.status == "found" and answer.culprits == (culprit,)
     assert all(s.components & broken for s in answer.unresolved)
+    assert answer.unresolved and "could not be put into A" in answer.explanation
+    bits = math.ceil(math.log2(len(names)))
+    assert probes <= (len(broken) + 1) * (bits + 1) + 2 + len(broken)   # each left-out round: one more
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS.filter(lambda n: len(n) >= 2), st.data())
+def test_a_culprit_that_cannot_be_put_in_is_unresolved_never_a_wrong_name(names, data):
+    culprit = data.draw(st.sampled_from(names))
+    answer, _, _ = run(names, lambda s: culprit in s, unloadable=frozenset({culprit}))
+    assert answer.status == "unresolved" and not answer.culprits
+    assert culprit in answer.explanation
 
 
 @settings(max_examples=200, deadline=None)

@@ -121,6 +121,37 @@ def test_two_components_needed_together_are_both_named(pair, tmp_path, run_cli):
     assert code == 0 and set(res["attribution"]["culprits"]) == {"env:DEMO_THREADS", "py:beta"}
 
 
+def test_a_swap_that_does_not_load_is_a_skip_with_its_reason(pair, tmp_path, run_cli):
+    """Case D: B's `omega` carries an extension built for another Python (cpython-399):
+    any swap that puts it into A cannot import it. Those swaps are skips that say why,
+    never verdicts, and the behaviour is still traced to gamma."""
+    wheels = tmp_path / "omega"
+    wheels.mkdir()
+    wheel(wheels, "omega", "1.0", {"omega/__init__.py": "VALUE = 1\n"})
+    wheel(wheels, "omega", "2.0", {"omega/__init__.py": "from ._ext import VALUE\n",
+                                   "omega/_ext.cpython-399-x86_64-linux-gnu.so": "\x7fELF"})
+    tags = []
+    for image, version, tag in ((pair[0], "1.0", "d-a"), (pair[1], "2.0", "d-b")):
+        commit_image(image, "pip install -q --no-deps --no-index --break-system-packages "
+                            f"/w/omega-{version}-py3-none-any.whl", "bisect-ngc-test/components",
+                     tag, volumes=[f"{wheels}:/w:ro"])
+        tags.append(f"bisect-ngc-test/components:{tag}")
+    try:
+        code, res, err = attribute(run_cli, tags, tmp_path,
+                                   'python3 -c "import gamma, sys; sys.exit(gamma.behaviour != \'a\')"')
+    finally:
+        for tag in tags:
+            docker_client().images.remove(tag, force=True)
+    assert "py:omega" in {c["unit"] for c in res["components"]}
+    skipped = [s for s in res["swaps"] if s["side"] == "skip"]
+    assert skipped and all("py:omega" in s["components"] for s in skipped)
+    assert all("does not load" in s["why"] and "omega" in s["why"] for s in skipped), skipped
+    assert "does not load" in err
+    assert code == 0 and res["attribution"]["status"] == "found", res["attribution"]
+    assert res["attribution"]["culprits"] == ["py:gamma"]
+    assert "py:omega could not be put into A" in res["attribution"]["explanation"]
+
+
 def test_images_that_behave_alike_are_not_attributed(pair, tmp_path, run_cli):
     code, res, _ = attribute(run_cli, pair, tmp_path, "true")
     assert code == 3 and res["attribution"]["status"] == "invalid-endpoints"

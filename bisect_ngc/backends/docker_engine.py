@@ -138,7 +138,11 @@ class DockerContainers:
 
     def run(self, image: str, command: str, env: dict[str, str],
             mounts: list[tuple[Path, str, bool]]) -> int | None:
-        return self._container(image, ["/bin/sh", "-c", command], env, mounts)[0]
+        return self.output(image, command, env, mounts)[0]
+
+    def output(self, image: str, command: str, env: dict[str, str],
+               mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
+        return self._container(image, ["/bin/sh", "-c", command], env, mounts)
 
 
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
