@@ -39,6 +39,7 @@ class Release:
     cuda_verified: str = "U"
     transformer_engine: str = ""
     te_verified: str = "U"
+    te_commit: str = ""            # TransformerEngine's commit, from its version's +hash
     python: str = ""
     ubuntu: str = ""
     source: str = "catalog"        # catalog | live (read from the image)
@@ -162,7 +163,8 @@ def parse_tsv(text: str) -> Iterable[Release]:
             torch_verified=row["torch_verified"] or "U", cuda=row["cuda"],
             cuda_verified=row["cuda_verified"] or "U",
             transformer_engine=row["transformer_engine"],
-            te_verified=row["te_verified"] or "U", python=row["python"], ubuntu=row["ubuntu"])
+            te_verified=row["te_verified"] or "U", te_commit=row.get("te_commit") or "",
+            python=row["python"], ubuntu=row["ubuntu"])
 
 
 # Runs inside an image to read its facts; prints one JSON line.
@@ -196,7 +198,15 @@ def release_from_facts(image: str, facts: dict) -> Release:
         torch_version=facts["torch_version"], torch_commit=reported_commit(facts) or "",
         torch_verified="live", cuda=facts.get("cuda") or "", cuda_verified="live",
         transformer_engine=facts.get("transformer_engine") or "",
-        te_verified="live", python=facts.get("python", ""), source="live")
+        te_verified="live", te_commit=te_commit_of(facts.get("transformer_engine") or ""),
+        python=facts.get("python", ""), source="live")
+
+
+def te_commit_of(version: str) -> str:
+    """The commit in a TransformerEngine version like 1.11.0+c27ee60 (NGC's builds carry
+    it after the '+'), or "" when it names none."""
+    local = version.partition("+")[2]
+    return local if re.fullmatch(r"[0-9a-f]{7,40}", local) else ""
 
 
 def containing(history, sha: str, catalog: Catalog) -> list[dict[str, str]]:

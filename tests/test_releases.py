@@ -248,3 +248,27 @@ def test_plan_shows_the_images_first_then_builds_in_the_narrowed_release(fake_to
                             str(repo), "--backend", "docker", "--no-images", "--build", BUILD,
                             "--test", TEST, "--json"])
     assert json.loads(out)["tiers"] == []
+
+
+def test_transformer_engine_commit_from_its_version_and_in_the_listings(tmp_path, monkeypatch,
+                                                                       run_cli):
+    from bisect_ngc.releases import release_from_facts, te_commit_of
+    assert te_commit_of("1.11.0+c27ee60") == "c27ee60"
+    assert te_commit_of("2.0.0") == "" and te_commit_of("1.6.0+cuda12") == ""
+    rel = release_from_facts("nvcr.io/nvidia/pytorch:24.10-py3", {
+        "torch_version": "2.5.0a0+e000cf0ad9", "torch_git_version": "e000cf0ad9",
+        "transformer_engine": "1.11.0+c27ee60", "python": "3.10.12"})
+    assert rel.te_commit == "c27ee60" and rel.te_verified == "live"
+    # The packaged catalog has the column (unknown commits are empty, never made up).
+    code, out, _ = run_cli(["releases", "--json"])
+    assert code == 0 and all("te_commit" in row for row in json.loads(out))
+    catalog = tmp_path / "catalog.tsv"
+    catalog.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\t"
+                       "cuda_verified\ttransformer_engine\tte_verified\tte_commit\tpython\t"
+                       "ubuntu\n91.01\t2.9.0a0+abc\tabc\tV1\t12.9\tU\t2.6\tV1\t1234abcd\t3.12\t"
+                       "24.04\n")
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog))
+    code, out, _ = run_cli(["releases"])
+    assert code == 0 and "2.6 (1234abcd) [V1]" in out
+    code, out, _ = run_cli(["resolve", "91.01", "--json"])
+    assert json.loads(out)["te_commit"] == "1234abcd"

@@ -111,9 +111,16 @@ def _print_table(rows: list[dict], containing: str | None) -> None:
             else ""
         cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
                  row["torch_commit"][:width] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
-                 f"{row['transformer_engine'] or '?'} [{row['te_verified']}]",
+                 _te(row),
                  row["python"] or "?", note]
         if containing:
             cells.append(row["contains"])
         table.add_row(*cells)
     Console(width=None if sys.stdout.isatty() else 140).print(table)
+
+
+def _te(row: dict) -> str:
+    """TE's version, with its commit where the catalog knows one the version lacks."""
+    version, commit = row["transformer_engine"] or "?", row["te_commit"]
+    shown = version if not commit or commit in version else f"{version} ({commit[:10]})"
+    return f"{shown} [{row['te_verified']}]"
