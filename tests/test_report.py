@@ -149,6 +149,34 @@ def test_invalid_endpoints_report(tmp_path, run_cli):
     assert "**Invalid endpoints: both endpoints pass" in md
 
 
+def test_swaps_that_could_not_run_are_listed_with_their_reasons(tmp_path, run_cli):
+    """A not-in-commits answer whose attribution left a component out: the report lists
+    the skipped swaps and why, from the stored result alone."""
+    from dataclasses import replace
+    make_repo(tmp_path / "r", 20, 99)
+    res = json.loads(bisect(run_cli, tmp_path, tmp_path / "r")[1])
+    store = Store(tmp_path / "st")
+    rec = store.session(res["session"])
+    components = {"status": "found", "culprits": ["py:gamma"], "explanation": "A with B's "
+                  "py:gamma behaves like B (py:omega could not be put into A and were left out)",
+                  "images": {"a": "img:a", "b": "img:b"}, "unswappable": {},
+                  "components": [{"unit": "py:gamma", "in_a": "1.0", "in_b": "2.0"},
+                                 {"unit": "py:omega", "in_a": "1.0", "in_b": "2.0"}],
+                  "swaps": [{"into": "a", "components": ["py:gamma", "py:omega"],
+                             "side": "skip", "why": "does not load: ModuleNotFoundError: "
+                                                    "No module named 'omega._ext'"},
+                            {"into": "a", "components": ["py:gamma"], "side": "b"}]}
+    store.set_status(rec.id, SessionStatus.NOT_IN_COMMITS,
+                     replace(rec.result, status="not-in-commits", explanation="x",
+                             components=components))
+    code, out, _ = run_cli(["report", "--state", str(tmp_path / "st"), "-o",
+                            str(tmp_path / "r.md")])
+    md = (tmp_path / "r.md").read_text()
+    assert code == 0 and "Swaps that could not run (skips, never verdicts):" in md
+    assert "- `py:gamma`, `py:omega` into A: does not load: ModuleNotFoundError" in md
+    assert "| `py:gamma` | 1.0 | 2.0 | **culprit** |" in md
+
+
 @pytest.mark.slow
 def test_interrupted_and_running_sessions_render(tmp_path, run_cli):
     make_repo(tmp_path / "r", 200, 120)
