@@ -126,10 +126,25 @@ class Store:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(SCHEMA)
+                self._adopt_old_jobs()
             except sqlite3.DatabaseError as exc:
                 raise UserError(f"cannot use the state database {db}: {exc}",
                                 hint=_MOVE_HINT) from None
         self.db.row_factory = sqlite3.Row
+
+    def _adopt_old_jobs(self) -> None:
+        """Slurm job ids that an earlier version kept as 'probe:KEY' JSON in `jobs` move
+        to `slurm_jobs`, so a session in flight across an upgrade still re-attaches."""
+        old = self.db.execute("SELECT name FROM sqlite_master WHERE name='jobs'").fetchone()
+        if old is None:
+            return
+        rows = self.db.execute("SELECT session, name, value FROM jobs").fetchall()
+        names = {f.name for f in fields(SlurmJob)}
+        for sid, name, value in rows:
+            if name.startswith("probe:"):
+                data = {k: v for k, v in json.loads(value).items() if k in names}
+                self.put_slurm_job(sid, SlurmJob(**dict(data, key=name[len("probe:"):])))
+        self.db.execute("DROP TABLE jobs")
 
     def _open_readonly(self, db: Path) -> sqlite3.Connection:
         if not self.root.is_dir():

@@ -97,3 +97,26 @@ def test_a_session_round_trips_through_the_store(tmp_path):
     hit = again.cache_get(key)
     assert hit.verdict is Verdict.FAIL and hit.cached and hit.details == {"checkout_s": 0.5}
     assert json.loads(json.dumps(asdict(rec.params))) == asdict(params)
+
+
+def test_slurm_jobs_of_an_earlier_version_are_adopted(tmp_path):
+    """A state written before the typed job table: its Slurm jobs still re-attach."""
+    import json
+    import sqlite3
+    root = tmp_path / "st"
+    root.mkdir()
+    db = sqlite3.connect(root / "state.db")
+    db.execute("CREATE TABLE jobs (session TEXT NOT NULL, name TEXT NOT NULL, "
+               "value TEXT NOT NULL, PRIMARY KEY (session, name))")
+    db.execute("INSERT INTO jobs VALUES (?,?,?)", ("s-1", "probe:abc#2", json.dumps(
+        {"round": "r1", "task": 3, "build_job": "10", "test_job": "11", "attempt": 1,
+         "expect": "", "submitted": 5.0, "cancelled_by_us": True, "old_field": 1})))
+    db.commit()
+    db.close()
+    store = Store(root)
+    job = store.slurm_jobs("s-1")["abc#2"]
+    assert (job.round, job.task, job.build_job, job.test_job, job.attempt) == \
+        ("r1", 3, "10", "11", 1) and job.cancelled_by_us is True
+    assert store.db.execute("SELECT name FROM sqlite_master WHERE name='jobs'").fetchone() \
+        is None
+    assert Store(root).slurm_jobs("s-1")["abc#2"] == job          # opened again: the same
