@@ -139,11 +139,10 @@ class Store:
         if old is None:
             return
         rows = self.db.execute("SELECT session, name, value FROM jobs").fetchall()
-        names = {f.name for f in fields(SlurmJob)}
         for sid, name, value in rows:
             if name.startswith("probe:"):
-                data = {k: v for k, v in json.loads(value).items() if k in names}
-                self.put_slurm_job(sid, SlurmJob(**dict(data, key=name[len("probe:"):])))
+                self.put_slurm_job(sid, from_dict(SlurmJob, dict(json.loads(value),
+                                                                 key=name[len("probe:"):])))
         self.db.execute("DROP TABLE jobs")
 
     def _open_readonly(self, db: Path) -> sqlite3.Connection:
@@ -268,10 +267,8 @@ class Store:
 
     def slurm_jobs(self, sid: str) -> dict[str, SlurmJob]:
         rows = self.db.execute("SELECT * FROM slurm_jobs WHERE session=?", (sid,)).fetchall()
-        names = [f.name for f in fields(SlurmJob)]
-        jobs = [SlurmJob(**{n: r[n] for n in names}) for r in rows]
-        return {j.key: SlurmJob(**dict(asdict(j), cancelled_by_us=bool(j.cancelled_by_us)))
-                for j in jobs}
+        return {r["key"]: from_dict(SlurmJob, dict(r, cancelled_by_us=bool(r["cancelled_by_us"])))
+                for r in rows}
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
