@@ -196,7 +196,6 @@ class Attributor:
         self.digests = {side: engine.digest(image) for side, image in self.images.items()}
         key = hashlib.sha256(json.dumps([self.digests, test]).encode()).hexdigest()[:12]
         self.state = work / "sessions" / f"{key}.json"
-        self.reasons: dict[str, str] = {}     # why a swap was a skip, by its key
 
     def inventory(self, side: str) -> dict[str, Any]:
         path = self.work / "inventory" / f"{safe(self.digests[side])}.json"
@@ -238,7 +237,7 @@ class Attributor:
         if _key_of(swap) not in seen_raw:
             extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
                          for side in ("a", "b")}
-            self._keep(seen_raw, swap, self._swap(swap, chosen, inv, extracted, plain))
+            self._keep(seen_raw, swap, *self._swap(swap, chosen, inv, extracted, plain))
         return Side(seen_raw[_key_of(swap)])
 
     def _plain(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -274,32 +273,33 @@ class Attributor:
                 if not k.startswith(("plain:", "why:"))}
         while isinstance(step := next_swaps(units, seen), list):
             for swap in step:
-                side = self._swap(swap, [by_unit[u] for u in sorted(swap.components)], inv,
-                                  extracted, plain)
+                side, why = self._swap(swap, [by_unit[u] for u in sorted(swap.components)],
+                                       inv, extracted, plain)
                 seen[swap] = side
-                self._keep(seen_raw, swap, side)
+                self._keep(seen_raw, swap, side, why)
         out["attribution"] = step
         out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value,
                          "why": seen_raw.get("why:" + _key_of(s), "")} for s, v in seen.items()]
         return out
 
-    def _keep(self, seen_raw: dict[str, str], swap: Swap, side: Side) -> None:
+    def _keep(self, seen_raw: dict[str, str], swap: Swap, side: Side, why: str) -> None:
         """A swap's outcome (and a skip's reason), written as it comes."""
         seen_raw[_key_of(swap)] = side.value
-        if _key_of(swap) in self.reasons:
-            seen_raw["why:" + _key_of(swap)] = self.reasons[_key_of(swap)]
+        if why:
+            seen_raw["why:" + _key_of(swap)] = why
         _write(self.state, seen_raw)
 
     def _swap(self, swap: Swap, comps: list[Component], inv: dict[str, Any],
-              extracted: dict[str, Path], plain: dict[str, str]) -> Side:
+              extracted: dict[str, Path], plain: dict[str, str]) -> tuple[Side, str]:
+        """Whose behaviour the swap showed, and why it could not run where it is a skip
+        the swap itself caused ("" otherwise)."""
         target, donor = (swap.into, "b" if swap.into == "a" else "a")
         lay = layout(comps, swap.into, extracted[donor], self.work / "swaps",
                      inv[target]["python"], inv[donor]["python"])
         label = f"{self.images[target]} with {len(comps)} of {self.images[donor]}'s components"
         if lay.why_not:
             self.say(f"  {label}: skip ({lay.why_not})")
-            self.reasons[_key_of(swap)] = lay.why_not
-            return Side.SKIP
+            return Side.SKIP, lay.why_not
         own = inv[target]["env"]
         env = dict(lay.env)
         env["PYTHONPATH"] = ":".join(filter(None, [str(lay.directory / "site"),
@@ -313,14 +313,13 @@ class Attributor:
             if code != 0:
                 why = (out.strip().splitlines() or [f"exit {code}"])[-1]
                 self.say(f"  {label}: skip (does not load: {why})")
-                self.reasons[_key_of(swap)] = f"does not load: {why}"
-                return Side.SKIP
+                return Side.SKIP, f"does not load: {why}"
         verdict = verdict_of(self.engine.run(self.images[target], lay.command(self.test), env,
                                              mounts))
         side = Side.B if verdict == plain["b"] else Side.A if verdict == plain["a"] else Side.SKIP
         self.say(f"  {label} ({', '.join(c.unit for c in comps)}): {verdict}, like "
                  f"{side.value.upper() if side is not Side.SKIP else 'neither'}")
-        return side
+        return side, ""
 
 
 def _key_of(swap: Swap) -> str:
