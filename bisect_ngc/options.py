@@ -2,8 +2,8 @@
 
 From this table come the click decorators (`options`), the `Options` value a question is
 asked with (`options_from`), the Slurm settings, and `command_line`, which writes a question
-back as another subcommand's arguments (`question.command_line`). Slurm options take their defaults from
-the Slurm backend's `Settings`.
+back as another subcommand's arguments (`question.command_line`). Slurm options take
+their defaults from `SlurmSettings`, which the backend registry names.
 """
 from __future__ import annotations
 
@@ -51,8 +51,11 @@ class Opt:
                                                         "default": self.default, **override})
 
 
+_SLURM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(settings_type("slurm"))}
+
+
 def _slurm(name: str, flag: str, help: str, into: str | None = None, **kw: Any) -> Opt:
-    default = {f.name: f.default for f in dataclasses.fields(settings_type("slurm"))}[into or name]
+    default = _SLURM_DEFAULTS[into or name]
     kw.setdefault("default", list(default) if isinstance(default, list) else default)
     if kw.get("multiple"):
         kw["default"] = ()

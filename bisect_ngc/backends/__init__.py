@@ -21,7 +21,11 @@ def create(name: str, setup: BackendSetup) -> Backend:
     return getattr(importlib.import_module(module), cls).create(setup)
 
 
+# A backend's own options, in a module light enough to import at start-up (options.py
+# shows their defaults); the backend itself still loads only when asked for.
+SETTINGS = {"slurm": ("bisect_ngc.backends.slurm_settings", "SlurmSettings")}
+
+
 def settings_type(name: str) -> type:
-    """The dataclass of a backend's own options (Slurm's), whose defaults options.py shows."""
-    module, cls = BACKENDS[name]
-    return getattr(importlib.import_module(module), cls).Settings
+    module, cls = SETTINGS[name]
+    return getattr(importlib.import_module(module), cls)

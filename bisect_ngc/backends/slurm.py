@@ -30,12 +30,11 @@ from .slurm_queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phas
 from .slurm_settings import SlurmSettings
 from .slurm_scripts import TEMPLATES, round_mounts, write_controller
 from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
-                   fetch_prebuilt, test_plan)
+                   TestPlan, fetch_prebuilt, test_plan)
 
 
 class SlurmBackend:
     name = "slurm"
-    Settings = SlurmSettings                  # its own options (options.py shows their defaults)
     tiers: tuple[str, ...] = ("nightly", "prebuilt", "overlay")   # test-only jobs (+ images)
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
@@ -157,9 +156,10 @@ class SlurmBackend:
         return build, test
 
     # --- one round --------------------------------------------------------------------
-    def prepare_tasks(self, requests: Sequence[ProbeRequest]
+    def prepare_tasks(self, requests: Sequence[ProbeRequest], plan: TestPlan
                       ) -> tuple[list[dict[str, Any]], dict[str, ProbeOutcome]]:
-        """Check out worktrees; a checkout failure is an immediate skip."""
+        """Check out worktrees for a round of one plan; a checkout failure is an immediate
+        skip."""
         tasks, early = [], {}
         for req in requests:
             try:
@@ -170,10 +170,9 @@ class SlurmBackend:
             except CheckoutError as exc:
                 early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
                 continue
-            artifacts = test_plan(req, self.recipe).artifacts
-            if artifacts == "none":
+            if plan.artifacts == "none":
                 final = staging = self.artifacts.as_is().path
-            elif artifacts == "ready":   # the controller downloads it once
+            elif plan.artifacts == "ready":   # the controller downloads it once
                 try:
                     final = staging = fetch_prebuilt(self.artifacts, req, self.say)
                 except ProbeFailed as exc:
@@ -214,33 +213,30 @@ class SlurmBackend:
                 ) -> dict[str, ProbeOutcome]:
         """One array pair per plan: builds in one build+test pair, ready artifacts
         (nightlies, overlays) in one test array, each image in a test array of its own."""
-        groups: dict[tuple[str, str | None, str], list[ProbeRequest]] = {}
+        groups: dict[TestPlan, list[ProbeRequest]] = {}
         for req in requests:
-            plan = test_plan(req, self.recipe)
-            groups.setdefault((plan.artifacts, plan.image, plan.test), []).append(req)
+            groups.setdefault(test_plan(req, self.recipe), []).append(req)
         early: dict[str, ProbeOutcome] = {}
-        for (artifacts, image, test), group in groups.items():
-            early.update(self._submit_round(group, attempt, image=image, test=test))
+        for plan, group in groups.items():
+            early.update(self._submit_round(group, plan, attempt))
         return early
 
-    def _submit_round(self, requests: Sequence[ProbeRequest], attempt: int = 0,
-                      image: str | None = None, test: str | None = None
-                      ) -> dict[str, ProbeOutcome]:
-        tasks, early = self.prepare_tasks(requests)
+    def _submit_round(self, requests: Sequence[ProbeRequest], plan: TestPlan,
+                      attempt: int = 0) -> dict[str, ProbeOutcome]:
+        tasks, early = self.prepare_tasks(requests, plan)
         if not tasks:
             return early
         key = digest([t["commit"] for t in tasks] + [time.time()])[:12]
         rdir = self.round_dir(key)
         rdir.mkdir(parents=True, exist_ok=True)
         build, test_script = self.render(key, tasks, requests[0].runs, requests[0].policy,
-                                         image, test)
+                                         plan.image, plan.test)
         (rdir / "build.sh").write_text(build)
         (rdir / "test.sh").write_text(test_script)
         # Each job id is stored the moment sbatch returns it: a controller killed between
         # the two calls must not submit the build array again. Prebuilt artifacts need no
         # build: their rounds are a test array alone.
-        prebuilt = test_plan(requests[0], self.recipe).artifacts != "build"
-        build_job = None if prebuilt else self._sbatch(rdir / "build.sh", [])
+        build_job = None if plan.artifacts != "build" else self._sbatch(rdir / "build.sh", [])
         jobs = [SlurmJob(t["key"], key, t["index"], build_job, None, attempt, t["expect"],
                          time.time()) for t in tasks]
         for job in jobs:
