@@ -240,12 +240,13 @@ class Question:
     def swaps(self, tiers: list[Tier]) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
-        engine = getattr(self.backend, "containers", None)    # backends that run images
-        if engine is None or not any(t.name == "image" for t in tiers):
+        make = getattr(self.backend, "containers", None)    # backends that run images
+        engine = make() if make is not None and any(t.name == "image" for t in tiers) else None
+        if engine is None:
             return None
         r = self.recipe
-        return ImageSwaps(engine(), self.opts.cache_dir / "components", r.test_as_is or r.test,
-                          self.say)
+        work = getattr(engine, "work_dir", None) or self.opts.cache_dir / "components"
+        return ImageSwaps(engine, work, r.test_as_is or r.test, self.say)
 
     def overlays(self) -> Overlays | None:
         """Overlay probes, where the recipe says which files ship and the backend can test

@@ -40,7 +40,8 @@ def wheel(out: Path, name: str, version: str, files: dict[str, str]) -> Path:
     return path
 
 
-def build_image(tag: str, side: str, tmp: Path) -> None:
+def build_image(side: str, tmp: Path) -> None:
+    """bisect-ngc-test/components:SIDE."""
     wheels = tmp / f"wheels-{side}"
     wheels.mkdir()
     version = "1.0" if side == "a" else "2.0"
@@ -68,7 +69,7 @@ def build_image(tag: str, side: str, tmp: Path) -> None:
 def pair(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("images")
     for side in ("a", "b"):
-        build_image(f"bisect-ngc-test/components:{side}", side, tmp)
+        build_image(side, tmp)
     yield "bisect-ngc-test/components:a", "bisect-ngc-test/components:b"
     for side in ("a", "b"):
         docker_client().images.remove(f"bisect-ngc-test/components:{side}", force=True)

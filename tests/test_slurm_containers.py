@@ -174,3 +174,48 @@ def test_a_missing_local_image_is_a_clear_error(tmp_path, run_cli):
     code, _, err = run_cli(argv)
     assert code == 2 and "cannot give bisect-ngc-test/no-such-image:1" in err
     assert "docker pull" in err
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+def test_release_mode_names_the_component_with_swap_jobs(tmp_path, run_cli, monkeypatch,
+                                                         runtime):
+    """Case A of issue 21 on the cluster: two release images that differ outside PyTorch
+    (the generated pair of tests/test_components.py, imported by enroot from the local
+    engine). The image probes, the PyTorch swap and attribution's swaps are test-only jobs
+    that run in the squashfs; no commit is named and nothing is built."""
+    import math
+    from .test_components import build_image
+    from .test_docker_backend import docker_client
+    from .test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", 30, 29)
+    monkeypatch.setenv("BISECT_NGC_CATALOG",
+                       str(catalog(tmp_path, [("91.01", shas[5]), ("91.02", shas[20])])))
+    for side, name in (("a", "91.01"), ("b", "91.02")):
+        build_image(side, tmp_path)
+        docker_client().images.get(f"bisect-ngc-test/components:{side}").tag(
+            f"nvcr.io/nvidia/pytorch:{name}-py3")
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "91.01", "--to", "91.02", "--torch-repo", tmp_path / "pytorch",
+            "--backend", "slurm", "--partition", "cpu", "--gpu-partition", "gpu",
+            "--gpus-per-probe", "0", "--container-runtime", runtime,
+            "--container-import", "dockerd", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"',
+            "--test", f'cat {MARKER} >/dev/null || exit 125; test "$DEMO_MODE" = old',
+            "--no-nightlies", "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache",
+            "--quiet", "--json"])
+    finally:
+        for name in ("91.01", "91.02"):
+            docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3", force=True)
+    assert code == 5, err
+    res = json.loads(out)
+    assert res["status"] == "not-in-commits" and res["first_new"] is None and res["builds"] == 0
+    found = res["components"]
+    assert found["status"] == "found" and found["culprits"] == ["env:DEMO_MODE"], found
+    n = len(found["components"]) - len(found["unswappable"])
+    assert len(found["swaps"]) <= 2 * math.ceil(math.log2(n)) + 2
+    # The swaps ran on the cluster, from files extracted into the shared directory.
+    shared = tmp_path / "st" / "slurm"
+    assert list((shared / "components" / "extract").glob("*/.done.json"))
+    assert not list((shared / "swap-jobs").iterdir()), "a swap job kept its directory"
+    assert "## Which part of the container" in Path(res["report"]).read_text()
+    assert not leftovers()

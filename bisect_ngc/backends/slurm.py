@@ -23,6 +23,7 @@ from ..search import RepeatPolicy, Verdict
 from ..keys import digest
 from ..records import SlurmJob
 from ..store import Store
+from .slurm_containers import SlurmContainers
 from .slurm_images import SquashfsImages
 from .slurm_results import read_result, result_path
 from .slurm_queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phase,
@@ -97,6 +98,13 @@ class SlurmBackend:
             if part and part not in known:
                 raise UserError(f"unknown Slurm partition '{part}' ({flag})",
                                 hint=f"partitions here: {', '.join(sorted(known))}")
+
+    def containers(self) -> SlurmContainers | None:
+        """Containers of whole images, for swap probes between release images: test-only
+        jobs through enroot or pyxis (no other runtime runs a squashfs)."""
+        if self.s.runtime not in ("pyxis", "enroot"):
+            return None
+        return SlurmContainers(self.s, self.sched, self.images, self.say)
 
     def cancel(self) -> None:
         self.cancelling = True
