@@ -26,6 +26,8 @@ from typing import Any, Callable, Protocol
 
 from .attribution import Attribution, Side, Swap, next_swaps
 from .component_scripts import EXTRACT_SCRIPT, INVENTORY_SCRIPT
+from .errors import UserError
+from .swap_log import SwapLog
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SKIP_ENV = {"HOSTNAME", "HOME", "PATH", "PWD", "SHLVL", "TERM", "_"}
@@ -187,7 +189,7 @@ def verdict_of(code: int | None) -> str:
 
 class Attributor:
     """Image A against image B: inventory, diff, then ddmin over swap probes. Every
-    outcome is written to `state` as it comes, so the same command resumes."""
+    outcome is written to the swap log as it comes, so the same command resumes."""
 
     def __init__(self, a: str, b: str, test: str, work: Path, engine: Containers,
                  say: Callable[[str], None]):
@@ -195,7 +197,7 @@ class Attributor:
         self.test, self.work, self.engine, self.say = test, work, engine, say
         self.digests = {side: engine.digest(image) for side, image in self.images.items()}
         key = hashlib.sha256(json.dumps([self.digests, test]).encode()).hexdigest()[:12]
-        self.state = work / "sessions" / f"{key}.json"
+        self.log = SwapLog(work / "swaps.sqlite", key, legacy=work / "sessions" / f"{key}.json")
 
     def inventory(self, side: str) -> dict[str, Any]:
         path = self.work / "inventory" / f"{safe(self.digests[side])}.json"
@@ -230,32 +232,38 @@ class Attributor:
         pythons = (inv["a"]["python"], inv["b"]["python"])
         if not chosen or any(cannot_swap(c, "a", *pythons) for c in chosen):
             return None
-        seen_raw, plain = self._plain()
+        plain = self._plain()
         if "skip" in plain.values() or plain["a"] == plain["b"]:
             return None
         swap = Swap.of("a", [c.unit for c in chosen])
-        if _key_of(swap) not in seen_raw:
+        if _key_of(swap) not in self.log.outcomes():
             extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
                          for side in ("a", "b")}
-            self._keep(seen_raw, swap, *self._swap(swap, chosen, inv, extracted, plain))
-        return Side(seen_raw[_key_of(swap)])
+            side, why = self._swap(swap, chosen, inv, extracted, plain)
+            self.log.put(_key_of(swap), side.value, why)
+        return Side(self.log.outcomes()[_key_of(swap)][0])
 
-    def _plain(self) -> tuple[dict[str, str], dict[str, str]]:
-        """The stored outcomes, with both images' own verdicts run once."""
-        seen_raw: dict[str, str] = json.loads(self.state.read_text()) if self.state.exists() \
-            else {}
+    def _plain(self) -> dict[str, str]:
+        """Both images' own verdicts, each run once."""
         for side in ("a", "b"):
-            if f"plain:{side}" not in seen_raw:
-                seen_raw[f"plain:{side}"] = verdict_of(self.engine.run(
-                    self.images[side], self.test, {}, []))
-                _write(self.state, seen_raw)
-        return seen_raw, {side: seen_raw[f"plain:{side}"] for side in ("a", "b")}
+            if f"plain:{side}" not in self.log.outcomes():
+                self.log.put(f"plain:{side}", verdict_of(self.engine.run(
+                    self.images[side], self.test, {}, [])))
+        stored = self.log.outcomes()
+        return {side: stored[f"plain:{side}"][0] for side in ("a", "b")}
 
-    def run(self) -> dict[str, Any]:
+    def run(self, only: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Attribution over the differing components (or those of them in `only`)."""
         inv = {side: self.inventory(side) for side in ("a", "b")}
         comps = diff(inv["a"], inv["b"])
+        unknown = sorted(set(only) - {c.unit for c in comps})
+        if unknown:
+            raise UserError(f"no component {unknown[0]} differs between {self.images['a']} "
+                            f"and {self.images['b']}",
+                            hint="the differing ones: " + ", ".join(c.unit for c in comps)[:600])
+        comps = [c for c in comps if not only or c.unit in only]
         by_unit = {c.unit: c for c in comps}
-        seen_raw, plain = self._plain()
+        plain = self._plain()
         out: dict[str, Any] = {"images": self.images, "digests": self.digests,
                                "outcomes": plain, "components": [c.__dict__ for c in comps],
                                "unswappable": {}, "swaps": []}
@@ -269,25 +277,21 @@ class Attributor:
                               if (why := cannot_swap(c, "a", *pythons))}
         units = [u for u in by_unit if u not in out["unswappable"]]
         extracted = {side: self.extract(side, inv[side], units) for side in ("a", "b")}
-        seen = {_swap_of(k): Side(v) for k, v in seen_raw.items()
-                if not k.startswith(("plain:", "why:"))}
+        stored = {_swap_of(k): v for k, v in self.log.outcomes().items()
+                  if not k.startswith("plain:")}
+        # Swaps of other components (an earlier question with --only) are not this search's.
+        seen = {s: Side(side) for s, (side, _) in stored.items() if s.components <= set(units)}
+        whys = {s: why for s, (_, why) in stored.items()}
         while isinstance(step := next_swaps(units, seen), list):
             for swap in step:
-                side, why = self._swap(swap, [by_unit[u] for u in sorted(swap.components)],
-                                       inv, extracted, plain)
+                side, whys[swap] = self._swap(swap, [by_unit[u] for u in sorted(swap.components)],
+                                              inv, extracted, plain)
                 seen[swap] = side
-                self._keep(seen_raw, swap, side, why)
+                self.log.put(_key_of(swap), side.value, whys[swap])
         out["attribution"] = step
         out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value,
-                         "why": seen_raw.get("why:" + _key_of(s), "")} for s, v in seen.items()]
+                         "why": whys.get(s, "")} for s, v in seen.items()]
         return out
-
-    def _keep(self, seen_raw: dict[str, str], swap: Swap, side: Side, why: str) -> None:
-        """A swap's outcome (and a skip's reason), written as it comes."""
-        seen_raw[_key_of(swap)] = side.value
-        if why:
-            seen_raw["why:" + _key_of(swap)] = why
-        _write(self.state, seen_raw)
 
     def _swap(self, swap: Swap, comps: list[Component], inv: dict[str, Any],
               extracted: dict[str, Path], plain: dict[str, str]) -> tuple[Side, str]:

@@ -159,3 +159,21 @@ def test_the_diff_names_what_changed_and_nothing_else():
                      "lib:libnccl": ("libnccl.so.2.21", "libnccl.so.2.23"),
                      "env:ADDED": (None, "y"), "env:CHANGED": ("a", "b")}
 
+
+
+def test_the_swap_log_keeps_outcomes_and_adopts_an_old_json_file(tmp_path):
+    """Swap outcomes live in SQLite, per attribution; a JSON file of an earlier version
+    is read in once, skip reasons included."""
+    import json
+    from bisect_ngc.swap_log import SwapLog
+    legacy = tmp_path / "sessions" / "k.json"
+    legacy.parent.mkdir()
+    key = json.dumps(["a", ["py:x"]])
+    legacy.write_text(json.dumps({"plain:a": "pass", key: "skip", "why:" + key: "no load"}))
+    log = SwapLog(tmp_path / "swaps.sqlite", "k", legacy=legacy)
+    assert log.outcomes() == {"plain:a": ("pass", ""), key: ("skip", "no load")}
+    log.put(json.dumps(["b", ["py:x"]]), "a")
+    other = SwapLog(tmp_path / "swaps.sqlite", "other")
+    assert other.outcomes() == {}
+    again = SwapLog(tmp_path / "swaps.sqlite", "k", legacy=legacy)
+    assert len(again.outcomes()) == 3

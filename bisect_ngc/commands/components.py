@@ -29,9 +29,10 @@ def _image(catalog: Catalog, spec: str) -> str:
 @option("to", required=True, metavar="B", help="The image (or release) with the new one.")
 @option("test", required=True, help="Shell command run in each container; its exit code is "
         "the verdict (0 pass, 125 cannot test, else fail).")
+@option("only")
 @option("cache_dir")
 @json_option
-def components(from_, to, test, cache_dir, as_json):
+def components(from_, to, test, only, cache_dir, as_json):
     """Which part of the container makes image B behave unlike image A.
 
     Inventories both images (Python distributions with their files, shared libraries in
@@ -39,13 +40,18 @@ def components(from_, to, test, cache_dir, as_json):
     sets of B's differing components put in place (swap probes), narrowing them by delta
     debugging to a 1-minimal set, confirmed by the reverse swap (B with A's). A swap that
     cannot run is a skip. Every swap is kept: the same command resumes.
+
+    \b
+    Example: does Transformer Engine alone make 24.10 behave unlike 24.09?
+      bisect-ngc components --from 24.09 --to 24.10 --test 'python -m repro' \\
+          --only py:transformer_engine
     """
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
     images = [_image(catalog, spec) for spec in (from_, to)]
     from ..backends.docker_engine import DockerContainers      # the SDK only where it is used
     result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
-                        say).run()
+                        say).run(only)
     answer = result["attribution"]
     if as_json:
         emit(dict(result, attribution=dict(status=answer.status, culprits=list(answer.culprits),
