@@ -318,7 +318,8 @@ class Bisection:
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
         details = dict(out.details, tier=req.tier.value,
-                       environment=req.environment(self.recipe.image).as_dict())
+                       environment=req.environment(
+                           self.recipe.image, [c.label for c in self.recipe.companions]).as_dict())
         if req.source:
             details["source"] = req.source.label
             if req.source.why:

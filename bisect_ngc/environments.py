@@ -9,7 +9,7 @@ be paired.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .search import Result, Status
 
@@ -19,7 +19,8 @@ HOST = "host"
 @dataclass(frozen=True)
 class Layer:
     kind: str           # wheel | files | env
-    what: str           # the wheel's tier (build, nightly, overlay, prebuilt), a component, NAME
+    what: str           # the wheel's tier (build, nightly, overlay, prebuilt), "companion",
+                        # a component, NAME
     source: str = ""    # where it comes from: a store key or URL, an image, a value
 
 
@@ -44,7 +45,8 @@ class Environment:
         if self.as_is:
             return f"the image `{self.base}` as it is" if self.base != HOST else \
                 "this host as it is"
-        parts = [f"a {la.what} wheel" if la.kind == "wheel" else f"{la.kind} {la.what}"
+        parts = [f"companion {la.source}" if la.what == "companion" else
+                 f"a {la.what} wheel" if la.kind == "wheel" else f"{la.kind} {la.what}"
                  for la in self.layers]
         return f"{', '.join(parts)} {where}"
 
@@ -58,12 +60,15 @@ class Environment:
         return Environment(data["base"], tuple(Layer(**la) for la in data.get("layers", [])))
 
 
-def of_probe(tier: str, source_ref: str, base_image: str | None) -> Environment:
+def of_probe(tier: str, source_ref: str, base_image: str | None,
+             companions: Sequence[str] = ()) -> Environment:
     """The environment a probe of this tier runs in: an image as it is, or the base image
-    (the host without one) with one wheel of the probed commit installed."""
+    (the host without one) with one wheel of the probed commit installed; then the user's
+    companions (`--with`), the same on every probe."""
+    extra = tuple(Layer("wheel", "companion", label) for label in companions)
     if tier == "image":
-        return Environment(source_ref)
-    return Environment(base_image or HOST, (Layer("wheel", tier, source_ref),))
+        return Environment(source_ref, extra)
+    return Environment(base_image or HOST, (Layer("wheel", tier, source_ref), *extra))
 
 
 def unpaired(old: Environment, new: Environment) -> str:

@@ -156,6 +156,12 @@ OPTIONS: tuple[Opt, ...] = (
     _o("question", "max_jobs", "--max-jobs",
        "MAX_JOBS for PyTorch builds. Default: the number of CPUs.",
        type=click.IntRange(1, 1024)),
+    _o("question", "with_", "--with",
+       "A companion installed on every probe's torch, after it (repeat it): a wheel (path "
+       "or URL), a pip requirement, git+URL@REV (built against each probed torch in its "
+       "image; #build=CMD to change `pip wheel`), or a preset: transformer_engine@REV, "
+       "megatron-core@REV. One that does not build or import is a skip. Docker backend.",
+       metavar="SPEC", multiple=True),
     _o("question", "repro_args", "--repro-args",
        "Extra flags for `python -m repro` in release mode, e.g. "
        "'--num-layers 2 --seq-length 4096'.", default=""),
@@ -265,6 +271,9 @@ OPTIONS: tuple[Opt, ...] = (
        "Partition for the controller job (default: --partition).", replay=False),
     _o("submit", "controller_time", "--controller-time", "Time limit of the controller job.",
        replay=False, default="2-00:00:00", show_default=True),
+    _o("components", "only", "--only",
+       "Search only these differing components (repeat it), named as the table names "
+       "them: py:NAME, lib:NAME or env:NAME.", metavar="UNIT", multiple=True),
     _o("sessions", "session", "--session", "Session id or prefix (default: the latest).",
        replay=False),
 )
@@ -342,6 +351,10 @@ class _Rules:
         if self.backend_name == "docker" and not self.release_mode and not self.image:
             raise UserError("--backend docker needs --image for a generic recipe",
                             hint="name an image that has what --build and --test need")
+        if self.with_ and self.backend_name != "docker":
+            raise UserError(f"--with runs on the docker backend only, not {self.backend_name}",
+                            hint="pass --backend docker (companions are built in the probe's "
+                                 "image), or install the companion in --test yourself")
         if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
             raise UserError("--backend local in release mode needs --build and --test",
                             hint="or use --backend docker for the PyTorch recipe")

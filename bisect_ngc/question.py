@@ -22,6 +22,8 @@ from . import backends
 from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
 from .bisection_inputs import Events, Range, Settings, Tier
+from .companion_sources import CompanionSources
+from .companions import Companion, parse as parse_companion
 from .engine import Bisection
 from .errors import UserError
 from .git_mirrors import redact_url
@@ -124,7 +126,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
                       keep=list(opts.keep), submodules=not opts.no_submodules,
                       expect_torch_commit=bool(opts.check_torch_commit),
-                      overlay=_overlay_rule(opts.overlay_rule), **timeouts)
+                      overlay=_overlay_rule(opts.overlay_rule),
+                      companions=_companions(opts), **timeouts)
     image = opts.base_image or opts.image or old.image
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
@@ -152,7 +155,14 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         recipe.expect_torch_commit = opts.check_torch_commit
     if opts.overlay_rule:
         recipe.overlay = _overlay_rule(opts.overlay_rule)
+    recipe.companions = _companions(opts)
     return recipe
+
+
+def _companions(opts: Options) -> tuple[Companion, ...]:
+    """--with: each SPEC parsed, git revisions resolved to commits (through the mirrors)."""
+    sources = CompanionSources(opts.cache_dir)
+    return tuple(sources.resolve(parse_companion(spec, opts.max_jobs)) for spec in opts.with_)
 
 
 def _overlay_rule(lines: tuple[str, ...]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from .companions import Companion
 from .keys import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
@@ -56,6 +57,7 @@ class Recipe:
     subject: str = "The failure"            # the report's headline names what changed
     test_as_is: str | None = None           # the test in a prebuilt image (no build to use)
     overlay: list[str] = field(default_factory=list)   # overlay rule lines; [] = always build
+    companions: tuple[Companion, ...] = ()  # --with: installed on every probe's torch
 
     def build_key(self) -> str:
         """Everything that decides what a build produces."""
@@ -69,7 +71,9 @@ class Recipe:
         return digest({"test": self.test, "as_is": self.test_as_is, "image": self.image,
                        "timeout": self.timeout,
                        "expect_torch_commit": self.expect_torch_commit,
-                       "env": sorted(self.env.items())})
+                       "env": sorted(self.env.items()),
+                       **({"with": [c.identity() for c in self.companions]}
+                          if self.companions else {})})
 
     def show(self) -> dict[str, Any]:
         """The recipe as plans and reports print it."""
@@ -79,7 +83,8 @@ class Recipe:
                 "env": self.env, "mounts": [f"{m.host}:{m.container}" for m in self.mounts],
                 "expect_torch_commit": self.expect_torch_commit, "gpus": self.gpus,
                 "timeout": self.timeout, "build_timeout": self.build_timeout,
-                "overlay": self.overlay, "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
+                "overlay": self.overlay, "with": [c.label for c in self.companions],
+                "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 
 def _template_dirs() -> list[str]:

@@ -87,6 +87,8 @@ def judge_run(run: RunFact, expect_commit: str | None = None) -> tuple[Verdict, 
     if run.timed_out:
         return Verdict.SKIP, f"test timed out{_secs(run.limit)}", False
     verdict, reason, cacheable = judge_exit(run.exit_code)
+    if run.exit_code == 125 and run.details.get("skip_reason"):   # it said why it cannot test
+        reason = str(run.details["skip_reason"])[:400]
     if expect_commit and verdict is not Verdict.SKIP:
         accepted = [e for e in expect_commit.split(",") if e]
         seen = reported_commit(run.details)

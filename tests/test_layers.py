@@ -122,3 +122,9 @@ def test_files_and_functions_stay_readable():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= 50, f"{name}.{node.name}: {length} lines"
+
+
+def test_companion_specs_are_pure():
+    used = imports(MODULES["bisect_ngc.companions"], top_level_only=False)
+    assert {m for m in used if m.startswith("bisect_ngc")} <= {"bisect_ngc.errors"}
+    assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}

@@ -77,3 +77,10 @@ def test_an_ngc_image_reports_its_commit_in_the_version_when_git_version_is_unkn
     assert reported_commit({"torch_git_version": "Unknown", "torch_version": "2.5.0"}) == \
         "Unknown"
     assert judge_run(RunFact(0, details={"torch_git_version": "abc"}), sha)[0] is Verdict.SKIP
+
+
+def test_a_test_that_says_why_it_cannot_test_gives_that_reason():
+    said = RunFact(125, details={"skip_reason": "companion te@abc does not import"})
+    assert judge_run(said) == (Verdict.SKIP, "companion te@abc does not import", True)
+    ignored = RunFact(1, details={"skip_reason": "not a skip"})
+    assert judge_run(ignored) == (Verdict.FAIL, "", True)

@@ -84,10 +84,12 @@ class ProbeRequest:
     def tier(self) -> ProbeKind:
         return ProbeKind(self.source.tier) if self.source else ProbeKind.BUILD
 
-    def environment(self, base_image: str | None) -> Environment:
+    def environment(self, base_image: str | None, companions: Sequence[str] = ()
+                    ) -> Environment:
         """Where this probe's test runs: an image as it is, or the base image (the host
-        without one) with this probe's wheel installed."""
-        return of_probe(self.tier.value, self.source.ref if self.source else "", base_image)
+        without one) with this probe's wheel installed; then the --with companions."""
+        return of_probe(self.tier.value, self.source.ref if self.source else "", base_image,
+                        companions)
 
     @property
     def expected(self) -> str | None:

@@ -15,22 +15,25 @@ import resource
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Ulimit
 
 from ..artifacts import ArtifactStore
+from ..companion_sources import CompanionSources
+from ..companions import install_prelude
 from ..errors import UserError
 from ..history import Worktrees
 from ..recipes import Mount, Recipe
 from ..keys import digest
 from ..verdicts import BuildFact, RunFact
+from ..companion_builds import CompanionBuilds
 from .docker_engine import LABEL, DockerContainers, connect, ensure_image, short_error
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
-                   probe_env, run_tests, test_plan)
+                   TestPlan, probe_env, run_tests, test_plan)
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
@@ -58,6 +61,8 @@ class DockerBackend(ThreadedRounds):
         self.cancelled = threading.Event()
         self._containers: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.companions = CompanionBuilds(recipe.companions, artifacts, CompanionSources(
+            cache_dir), recipe.build_timeout) if recipe.companions else None
 
     @classmethod
     def create(cls, setup: BackendSetup) -> "DockerBackend":
@@ -171,15 +176,42 @@ class DockerBackend(ThreadedRounds):
             art_path, build, details, logs = self._build(req, on_phase, wt)
             if art_path is None:      # the build failed: no test to run
                 return _annotated(run_tests(req, on_phase, None, build), logs, details)
+        extra: list[Mount] = []
+        if self.companions is not None:
+            made = self._companions(req, plan, wt, art_path, details, logs, on_phase)
+            if isinstance(made, ProbeOutcome):
+                return _annotated(made, logs, details)
+            test, extra = install_prelude(made.installed, test), made.mounts
 
         def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
             code, secs, timed_out = self._container(req, "test", image, test, wt, art_path,
-                                                    log, r.timeout, artifacts_rw=False)
+                                                    log, r.timeout, artifacts_rw=False,
+                                                    extra=extra)
             return RunFact(code, secs, timed_out, r.timeout,
                            last_json_line(log.read_text(errors="replace")))
 
         return _annotated(run_tests(req, on_phase, once, build), logs, details)
+
+    def _companions(self, req: ProbeRequest, plan: TestPlan, wt: Path, art_path: Path,
+                    details: dict[str, Any], logs: dict[str, Path], on_phase: PhaseCallback):
+        """The --with companions for this probe's torch (built in its image where they
+        compile against it), or the probe's skip."""
+        own = plan.image == self.recipe.image
+        image_digest = self.image_digest if own else self.ensure_image(plan.image).id
+        torch_id = details.get("artifact") or (req.source.ref if plan.artifacts == "ready"
+                                               else f"image:{image_digest}")
+
+        def run(image, command, mounts, env, log, timeout):
+            logs[log.stem] = log
+            return self._container(req, "companion", image, command, wt, art_path, log,
+                                   timeout, artifacts_rw=False, extra=mounts, env=env)
+
+        made = self.companions.ready(plan.image, image_digest, torch_id, req.log_dir, run,
+                                     lambda: on_phase(req, "build"))
+        if not isinstance(made, ProbeOutcome):
+            details["companions_built"] = made.built
+        return made
 
     def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path):
         """(artifact path or None, BuildFact or None, details, logs) for a source build."""
@@ -222,12 +254,15 @@ class DockerBackend(ThreadedRounds):
         return mounts + list(self.recipe.mounts)
 
     def _container(self, req: ProbeRequest, role: str, image: str, command: str, wt: Path,
-                   artifacts: Path, log: Path, timeout: float | None, *,
-                   artifacts_rw: bool) -> tuple[int | None, float, bool]:
-        """Run one build or test container to its end: (exit code, seconds, timed out)."""
+                   artifacts: Path, log: Path, timeout: float | None, *, artifacts_rw: bool,
+                   extra: Sequence[Mount] = (), env: dict[str, str] | None = None
+                   ) -> tuple[int | None, float, bool]:
+        """Run one build, companion build or test container to its end: (exit code,
+        seconds, timed out)."""
         if self.cancelled.is_set():
             raise Cancelled()
-        volumes, env, kwargs = self._spec(req, role, wt, artifacts, artifacts_rw)
+        volumes, env, kwargs = self._spec(req, role, wt, artifacts, artifacts_rw, extra,
+                                          env or {})
         labels = {f"{LABEL}.session": req.session, f"{LABEL}.state": self.state_label,
                   f"{LABEL}.role": role, f"{LABEL}.commit": req.commit}
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -262,11 +297,12 @@ class DockerBackend(ThreadedRounds):
         return code, time.monotonic() - start, timed_out.is_set()
 
     def _spec(self, req: ProbeRequest, role: str, wt: Path, artifacts: Path,
-              artifacts_rw: bool) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+              artifacts_rw: bool, extra: Sequence[Mount], more_env: dict[str, str]
+              ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
         """A container's volumes, environment and other settings for its role: a build gets
         ccache and the slot's build tree as this user, a test the GPUs and NGC's limits."""
-        mounts = self._mounts(req, wt, artifacts, artifacts_rw)
-        env = dict(self.recipe.env, **probe_env(req, wt))
+        mounts = self._mounts(req, wt, artifacts, artifacts_rw) + list(extra)
+        env = dict(self.recipe.env, **probe_env(req, wt), **more_env)
         kwargs: dict[str, Any] = {}
         if role == "build":
             ccache = self.cache_dir / "ccache"

@@ -1,0 +1,104 @@
+"""Companions made ready for one probe (`--with`): git companions built against the
+probed torch inside the probe's image, once per (companion commit, torch artifact, image
+digest) in the artifact store; wheels and requirements as given. The container runner is
+the backend's: this module knows what to run, not where."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .artifacts import ArtifactStore
+from .companion_sources import CheckoutFailed, CompanionSources
+from .companions import COMPANIONS_IN_CONTAINER, Companion, Installed, build_script
+from .keys import digest
+from .recipes import Mount
+from .search import Verdict
+from .verdicts import ProbeOutcome
+
+# (image, command, mounts, env, log, timeout) -> (exit code, seconds, timed out)
+Runner = Callable[[str, str, list[Mount], dict[str, str], Path, "float | None"],
+                  "tuple[int | None, float, bool]"]
+
+
+@dataclass
+class Ready:
+    """What a probe's test container needs for its companions."""
+
+    installed: list[Installed]
+    mounts: list[Mount]
+    built: list[str]          # the companions built for this probe (not reused)
+
+
+def companion_key(c: Companion, image: str, image_digest: str, torch_id: str) -> str:
+    """A pure companion works with any torch; a compiled one belongs to one torch."""
+    return ArtifactStore.key(c.commit, image, digest(
+        ["companion", c.identity(), image_digest, torch_id if c.compiled else ""]))
+
+
+class CompanionBuilds:
+    def __init__(self, companions: tuple[Companion, ...], artifacts: ArtifactStore,
+                 sources: CompanionSources, timeout: float | None):
+        self.companions, self.artifacts, self.sources = companions, artifacts, sources
+        self.timeout = timeout
+
+    def ready(self, image: str, image_digest: str, torch_id: str, log_dir: Path, run: Runner,
+              on_build: Callable[[], None]) -> Ready | ProbeOutcome:
+        """Every companion installable in a test container of `image` whose torch is
+        `torch_id`; a skip where one cannot be built. `run` starts a container with the
+        probe's own mounts (its torch at $BISECT_ARTIFACTS) plus the ones given."""
+        ready = Ready([], [], [])
+        for i, c in enumerate(self.companions):
+            if c.kind == "wheel" and "://" not in c.source:
+                wheel = Path(c.source).resolve()
+                ready.mounts.append(Mount(wheel.parent, str(wheel.parent)))
+                ready.installed.append(Installed(c, str(wheel)))
+            elif c.kind != "git":
+                ready.installed.append(Installed(c, c.source))
+            else:
+                key = companion_key(c, image, image_digest, torch_id)
+                art = self.artifacts.get(key)
+                if art is None:
+                    on_build()
+                    failed = self._build(c, key, image, log_dir / f"companion-{c.name}.log",
+                                         run)
+                    if failed is not None:
+                        return failed
+                    ready.built.append(c.label)
+                    art = self.artifacts.get(key)
+                inside = f"{COMPANIONS_IN_CONTAINER}/{i}"
+                ready.mounts.append(Mount(art.path, inside))
+                ready.installed.append(Installed(c, inside))
+        return ready
+
+    def _build(self, c: Companion, key: str, image: str, log: Path,
+               run: Runner) -> ProbeOutcome | None:
+        """Build `c` into the store under `key`; a skip (with its reason) if it fails."""
+        src = Path(tempfile.mkdtemp(prefix=f"companion-{c.name}-",
+                                    dir=self.artifacts.root.parent))
+        try:
+            with self.artifacts.staging(key) as out:
+                try:
+                    self.sources.checkout(c, src / "src")
+                except CheckoutFailed as exc:
+                    return ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
+                env = {"BISECT_COMPANION_SRC": str(src / "src"), "BISECT_COMPANION_OUT": str(out),
+                       "BISECT_OWNER": f"{os.getuid()}:{os.getgid()}"}
+                mounts = [Mount(src, str(src), read_only=False),
+                          Mount(out, str(out), read_only=False)]
+                code, secs, timed_out = run(image, build_script(c), mounts, env, log,
+                                            self.timeout)
+                if timed_out or code != 0:
+                    why = "timed out" if timed_out else f"exit {code}"
+                    return ProbeOutcome(
+                        Verdict.SKIP, f"companion {c.label} did not build against this "
+                                      f"torch ({why}; see {log.name})",
+                        exit_code=code, cacheable=not timed_out)
+                self.artifacts.publish(key, out, {"companion": c.label, "image": image,
+                                                  "build_s": secs})
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+        return None

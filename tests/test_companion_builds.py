@@ -1,0 +1,207 @@
+"""--with on the real Docker engine (issue 23), with two generated repositories:
+- a "torch" stand-in whose build compiles `torch/_C.so` and ships `torch/include/abi.h`;
+  its ABI number changes at a known commit, and some commits mark their headers broken;
+- a "companion" whose build compiles an extension against the installed torch's
+  `abi.h`, and whose import refuses a torch of another ABI, as TE's does.
+Both build into wheels inside the test image. Not proven here: a real TE build (CUDA
+toolkit and cuDNN headers), which tests/test_companions.py covers only as rendered text.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .test_docker_backend import IMAGE, PROBLEM, docker_client
+
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
+
+N, ABI_CHANGE, NEW_FROM, BROKEN = 24, 8, 15, {11}
+
+WHEEL = '''
+import base64, hashlib, zipfile
+def wheel(out, name, version, files):
+    info = f"{name}-{version}.dist-info"
+    files = dict(files)
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\\nRoot-Is-Purelib: false\\nTag: py3-none-any\\n"
+    rec = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b'=').decode()},{len(v)}"
+           for k, v in files.items()]
+    files[f"{info}/RECORD"] = ("\\n".join(rec + [f"{info}/RECORD,,"]) + "\\n").encode()
+    out.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out / f"{name}-{version}-py3-none-any.whl", "w") as z:
+        for k, v in files.items():
+            z.writestr(k, v)
+'''
+
+TORCH_BUILD = WHEEL + '''
+import os, pathlib, subprocess, sys, tempfile
+abi, behaviour = open("abi").read().strip(), open("behaviour").read().strip()
+tmp = pathlib.Path(tempfile.mkdtemp())
+(tmp / "abi.c").write_text(f"int torch_abi(void) {{ return {abi}; }}\\n")
+subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp / "_C.so"), str(tmp / "abi.c")], check=True)
+header = f"#define TORCH_ABI {abi}\\n" + ("#define TORCH_BROKEN 1\\n" if os.path.exists("broken") else "")
+wheel(pathlib.Path(sys.argv[1]), "torch", "2.99.0", {
+    "torch/__init__.py": ("import ctypes, os\\nABI = ctypes.CDLL(os.path.join(os.path.dirname("
+                          f"__file__), '_C.so')).torch_abi()\\nbehaviour = {behaviour!r}\\n").encode(),
+    "torch/include/abi.h": header.encode(), "torch/_C.so": (tmp / "_C.so").read_bytes()})
+'''
+
+COMPANION_INIT = '''import ctypes, os, torch
+_built_for = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "_ext.so")).built_for()
+if _built_for != torch.ABI:
+    raise ImportError(f"undefined symbol: built for torch ABI {_built_for}, this torch has {torch.ABI}")
+def check():
+    return torch.behaviour
+'''
+
+COMPANION_BUILD = WHEEL + '''
+import os, pathlib, subprocess, sys, torch
+inc = os.path.join(os.path.dirname(torch.__file__), "include")
+subprocess.run(["gcc", "-shared", "-fPIC", "-I", inc, "-o", "_ext.so", "ext.c"], check=True)
+wheel(pathlib.Path(sys.argv[1]), "companion", "1.0", {
+    "companion/__init__.py": open("init.py", "rb").read(),
+    "companion/_ext.so": open("_ext.so", "rb").read()})
+'''
+
+EXT_C = ('#include "abi.h"\n#ifdef TORCH_BROKEN\n#error this torch breaks the companion\n'
+         '#endif\nint built_for(void) { return TORCH_ABI; }\n')
+
+BUILD = 'python3 make_wheel.py "$BISECT_ARTIFACTS"'
+WITH_BUILD = '#build=python3 make_wheel.py "$BISECT_COMPANION_OUT"'
+TEST = 'python3 -c "import companion, sys; sys.exit(companion.check() != \'old\')"'
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str, remove: tuple[str, ...] = ()) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    for name in remove:
+        (repo / name).unlink(missing_ok=True)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    """(torch repo, its shas oldest first, companion repo)."""
+    root = tmp_path_factory.mktemp("companion-repos")
+    torch, comp = root / "torch", root / "companion"
+    for repo in (torch, comp):
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(N):
+        files = {"abi": f"{1 if i < ABI_CHANGE else 2}\n",
+                 "behaviour": "old\n" if i < NEW_FROM else "new\n", "make_wheel.py": TORCH_BUILD,
+                 "counter": f"{i}\n"}
+        if i in BROKEN:
+            files["broken"] = "1\n"
+        shas.append(commit(torch, files, f"change {i}",
+                           remove=() if i in BROKEN else ("broken",)))
+    commit(comp, {"make_wheel.py": COMPANION_BUILD, "init.py": COMPANION_INIT, "ext.c": EXT_C},
+           "companion 1.0")
+    git(comp, "tag", "v1.0")
+    return torch, shas, comp
+
+
+def bisect(run_cli, repos, tmp_path, *extra, test=TEST, state="st"):
+    torch, shas, comp = repos
+    return run_cli(["bisect", "--repo", torch, "--old", shas[0], "--new", shas[-1],
+                    "--backend", "docker", "--image", IMAGE, "--gpus", "none",
+                    "--build", BUILD, "--test", test, "--state", tmp_path / state,
+                    "--cache-dir", tmp_path / "cache", "--quiet", "--json", *extra])
+
+
+def probes(tmp_path, session, state="st"):
+    from bisect_ngc.store import Store
+    return Store(tmp_path / state).probes(session)
+
+
+def test_the_companion_is_rebuilt_for_each_probed_torch_and_cached(repos, tmp_path, run_cli):
+    torch, shas, comp = repos
+    spec = f"git+{comp}@v1.0{WITH_BUILD}"
+    code, out, err = bisect(run_cli, repos, tmp_path, "--with", spec)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[NEW_FROM], (res, err)
+    tested = [p for p in probes(tmp_path, res["session"]) if p.verdict in ("pass", "fail")]
+    # one companion build per probed torch, across the ABI change
+    built = {p.idx for p in tested if p.details.get("companions_built")}
+    assert built == {p.idx for p in tested}
+    assert any(i < ABI_CHANGE for i in built) and any(i >= ABI_CHANGE for i in built)
+    env = tested[0].details["environment"]
+    assert env["layers"][-1] == {"kind": "wheel", "what": "companion",
+                                 "source": f"companion@{git(comp, 'rev-parse', 'v1.0')[:12]}"}
+    md = Path(res["report"]).read_text()
+    assert f"`companion@{git(comp, 'rev-parse', 'v1.0')[:12]}`" in md and "`--with`" in md
+    # Another question (another test command) on the same cache: neither is built again.
+    again_code, again_out, err = bisect(run_cli, repos, tmp_path, "--with", spec,
+                                        test="true && " + TEST, state="st2")
+    again = json.loads(again_out)
+    assert again_code == 0 and again["first_new"] == shas[NEW_FROM], err
+    assert again["builds"] == 0
+    assert not any(p.details.get("companions_built") for p in probes(tmp_path, again["session"],
+                                                                      "st2"))
+
+
+def test_a_companion_that_does_not_build_is_a_skip_with_its_reason(repos, tmp_path, run_cli):
+    torch, shas, comp = repos
+    (bad,) = BROKEN
+    code, out, err = run_cli(["probe", "--commit", shas[bad], "--repo", torch, "--old", shas[0],
+                              "--new", shas[-1], "--backend", "docker", "--image", IMAGE,
+                              "--gpus", "none", "--build", BUILD, "--test", TEST, "--with",
+                              f"git+{comp}@v1.0{WITH_BUILD}", "--state", tmp_path / "st",
+                              "--cache-dir", tmp_path / "cache"])
+    assert code == 125, (out, err)
+    assert "companion companion@" in out and "did not build against this torch" in out
+    log = next(line for line in out.splitlines() if "companion-companion log:" in line)
+    assert "this torch breaks the companion" in Path(log.split(": ", 1)[1]).read_text()
+
+
+def test_a_wheel_built_once_says_so_instead_of_naming_a_culprit(repos, tmp_path, run_cli):
+    """Without the rebuild: the companion built for the oldest torch (ABI 1) does not
+    import from the ABI change on, so those probes are skips that say why, and no commit
+    is named for it."""
+    torch, shas, comp = repos
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    git(torch, "worktree", "add", "-q", "--detach", str(tmp_path / "old-torch"), shas[0])
+    script = ("set -e; cd /t && python3 make_wheel.py /tmp/tw && pip install -q --no-deps "
+              "--break-system-packages /tmp/tw/*.whl && cp -r /c /tmp/c && cd /tmp/c && "
+              "python3 make_wheel.py /w")
+    docker_client().containers.run(IMAGE, ["/bin/sh", "-c", script], remove=True, volumes=[
+        f"{tmp_path / 'old-torch'}:/t:ro", f"{comp}:/c:ro", f"{wheels}:/w:rw"])
+    (wheel,) = wheels.glob("*.whl")
+    code, out, err = bisect(run_cli, repos, tmp_path, "--with", str(wheel))
+    res = json.loads(out)
+    assert res["first_new"] is None and code != 0, res
+    skipped = [p for p in probes(tmp_path, res["session"]) if p.verdict == "skip"]
+    assert skipped and all(p.idx >= ABI_CHANGE for p in skipped)
+    assert all("does not import with this torch" in p.reason and "ABI" in p.reason
+               and "rebuild it for each" in p.reason for p in skipped), \
+        [p.reason for p in skipped]
+
+
+@pytest.mark.parametrize("spec,says", [
+    ("git+{comp}@no-such-tag", "revision 'no-such-tag' is not in"),
+    ("nonsense@v1", "'nonsense' is not a preset"),
+    ("a b c", "not a companion SPEC"),
+])
+def test_bad_companions_are_one_sentence(repos, tmp_path, run_cli, spec, says):
+    code, _, err = bisect(run_cli, repos, tmp_path, "--with", spec.format(comp=repos[2]))
+    assert code == 2 and says in err and "hint" in err.lower(), err
+
+
+def test_with_on_another_backend_is_refused(repos, tmp_path, run_cli):
+    torch, shas, comp = repos
+    code, _, err = run_cli(["bisect", "--repo", torch, "--old", shas[0], "--new", shas[-1],
+                            "--build", BUILD, "--test", TEST, "--with", "einops==0.8.0",
+                            "--state", tmp_path / "st"])
+    assert code == 2 and "--with runs on the docker backend only" in err

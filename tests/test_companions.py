@@ -1,0 +1,91 @@
+"""--with SPEC: what each form parses to, what the presets render, and the one-sentence
+errors. The builds themselves run on the real Docker engine in
+tests/test_companion_builds.py."""
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+from hypothesis import given, strategies as st
+
+from bisect_ngc.companions import (Installed, PRESETS, build_script, install_prelude, parse,
+                                   resolved)
+from bisect_ngc.errors import UserError
+
+
+@pytest.mark.parametrize("spec,kind,name,source,rev", [
+    ("transformer_engine@release_v2.6", "git", "transformer_engine",
+     "https://github.com/NVIDIA/TransformerEngine.git", "release_v2.6"),
+    ("te@abc1234", "git", "transformer_engine",
+     "https://github.com/NVIDIA/TransformerEngine.git", "abc1234"),
+    ("megatron-core@core_r0.9.0", "git", "megatron-core",
+     "https://github.com/NVIDIA/Megatron-LM.git", "core_r0.9.0"),
+    ("git+https://example.org/org/my-ext.git@v1.2", "git", "my_ext",
+     "https://example.org/org/my-ext.git", "v1.2"),
+    ("git+/srv/repos/comp@main", "git", "comp", "/srv/repos/comp", "main"),
+    ("/wheels/comp-1.0-py3-none-any.whl", "wheel", "comp",
+     "/wheels/comp-1.0-py3-none-any.whl", ""),
+    ("https://x.org/a/flash_attn-2.6.3-cp312-cp312-linux_x86_64.whl", "wheel", "flash_attn",
+     "https://x.org/a/flash_attn-2.6.3-cp312-cp312-linux_x86_64.whl", ""),
+    ("megatron-core==0.9.0", "pip", "megatron-core", "megatron-core==0.9.0", ""),
+    ("einops>=0.8,<0.9", "pip", "einops", "einops>=0.8,<0.9", ""),
+])
+def test_each_form_parses(spec, kind, name, source, rev):
+    c = parse(spec)
+    assert (c.kind, c.name, c.source, c.rev) == (kind, name, source, rev)
+
+
+def test_the_te_preset_renders_its_build_and_import_check():
+    c = resolved(parse("transformer_engine@v2.6", max_jobs=8), "f" * 40)
+    script = build_script(c)
+    assert "export NVTE_FRAMEWORK=pytorch" in script and "export MAX_JOBS=8" in script
+    assert 'pip wheel --no-build-isolation --no-deps -w "$BISECT_COMPANION_OUT" .' in script
+    # the probed torch goes in before the build, so TE compiles against it
+    assert script.index('"$BISECT_ARTIFACTS"/*.whl') < script.index("pip wheel")
+    assert c.submodules and c.compiled and c.label == "transformer_engine@ffffffffffff"
+    test = install_prelude([Installed(c, "/opt/bisect-ngc/companions/0")], "python -m repro")
+    assert "import transformer_engine.pytorch" in test
+    assert test.rstrip().endswith("exec /bin/sh -c 'python -m repro'")
+    assert not PRESETS["megatron-core"].compiled      # pure Python: any torch will do
+
+
+def test_the_prelude_says_why_a_companion_cannot_load(tmp_path):
+    """The rendered prelude, run by a real shell: a module that does not import makes the
+    test exit 125 with a JSON skip reason that names the companion and the error."""
+    c = parse("nosuchmod==1.0")
+    script = install_prelude([Installed(c)], "exit 0").replace(
+        "pip install", "true pip install")       # no network here: pretend it installed
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "BISECT_ARTIFACTS": str(tmp_path)})
+    assert proc.returncode == 125
+    assert '"skip_reason": "companion nosuchmod==1.0 does not import with this torch: ' \
+           'ModuleNotFoundError' in proc.stdout
+    assert "rebuild it for each" in proc.stdout     # a wheel built once: says so
+
+
+@pytest.mark.parametrize("spec,says", [
+    ("", "not a companion SPEC"),
+    ("foo bar baz", "not a companion SPEC"),
+    ("notapreset@v1", "'notapreset' is not a preset"),
+    ("git+https://example.org/x.git", "needs a revision"),
+    ("git+https://example.org/x.git@v1#egg=x", "unknown fragment"),
+    ("transformer_engine@", "is not a revision"),
+    ("transformer_engine@a..b", "is not a revision"),
+    ("te@$(rm -rf /)", "is not a revision"),
+])
+def test_bad_specs_are_one_sentence_with_a_hint(spec, says):
+    with pytest.raises(UserError) as err:
+        parse(spec)
+    assert says in err.value.message and err.value.hint
+
+
+@given(st.text(max_size=40))
+def test_any_text_parses_or_is_refused_never_crashes(text):
+    try:
+        c = parse(text)
+    except UserError:
+        return
+    # whatever parsed renders into a script a shell can read
+    subprocess_free = install_prelude([Installed(c, "/w")], "true")
+    assert shlex.split(subprocess_free.splitlines()[-1])[0] == "exec"
