@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from .errors import UserError
 
 COMPANIONS_IN_CONTAINER = "/opt/bisect-ngc/companions"
-_WHEEL_BUILD = 'pip wheel --no-build-isolation --no-deps -w "$BISECT_COMPANION_OUT" .'
+WHEEL_BUILD = 'pip wheel --no-build-isolation --no-deps -w "$BISECT_COMPANION_OUT" .'
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
                           r"\s*((===|==|~=|!=|>=|<=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$")
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
@@ -33,7 +33,7 @@ class Companion:
     source: str                   # the wheel's path or URL, the requirement, the git URL
     rev: str = ""                 # git: the revision as given
     commit: str = ""              # git: the commit it resolved to
-    build: str = _WHEEL_BUILD     # git: writes wheels into $BISECT_COMPANION_OUT
+    build: str = WHEEL_BUILD     # git: writes wheels into $BISECT_COMPANION_OUT
     env: tuple[tuple[str, str], ...] = ()
     submodules: bool = False
     module: str = ""              # imported after installing: it must load with this torch
@@ -41,8 +41,10 @@ class Companion:
 
     @property
     def label(self) -> str:
-        return f"{self.name}@{(self.commit or self.rev)[:12]}" if self.kind == "git" \
-            else self.source
+        if self.kind != "git":
+            return self.source
+        return f"{self.name}@{(self.commit or self.rev)[:12]}" if self.commit or self.rev \
+            else self.name
 
     def identity(self) -> list:
         """What decides what this companion is, for cache keys."""
@@ -57,7 +59,7 @@ class Preset:
     env: tuple[tuple[str, str], ...] = ()
     submodules: bool = False
     compiled: bool = True
-    build: str = _WHEEL_BUILD
+    build: str = WHEEL_BUILD
 
 
 PRESETS = {
@@ -68,7 +70,7 @@ PRESETS = {
     "megatron-core": Preset("https://github.com/NVIDIA/Megatron-LM.git", "megatron.core",
                             compiled=False),
 }
-_ALIASES = {"te": "transformer_engine", "transformer-engine": "transformer_engine",
+ALIASES = {"te": "transformer_engine", "transformer-engine": "transformer_engine",
             "megatron_core": "megatron-core", "mcore": "megatron-core"}
 
 FORMS = ("a wheel (path or URL ending in .whl), a pip requirement (name==version), "
@@ -80,7 +82,7 @@ def parse(spec: str, max_jobs: int | None = None) -> Companion:
     """One --with SPEC, or a UserError that lists the forms."""
     text = spec.strip()
     name, at, rev = text.partition("@")
-    preset = _ALIASES.get(name, name)
+    preset = ALIASES.get(name, name)
     if at and preset in PRESETS:
         p = PRESETS[preset]
         env = p.env + ((("MAX_JOBS", str(max_jobs)),) if max_jobs else ())
@@ -92,7 +94,7 @@ def parse(spec: str, max_jobs: int | None = None) -> Companion:
         if not at or not url:
             raise UserError(f"--with {spec}: a git companion needs a revision",
                             hint="write git+URL@REV, e.g. git+https://github.com/org/pkg@v1.2")
-        build = fragment[len("build="):] if fragment.startswith("build=") else _WHEEL_BUILD
+        build = fragment[len("build="):] if fragment.startswith("build=") else WHEEL_BUILD
         if fragment and not fragment.startswith("build="):
             raise UserError(f"--with {spec}: unknown fragment '#{fragment}'",
                             hint="the only fragment is #build=COMMAND")
@@ -108,7 +110,7 @@ def parse(spec: str, max_jobs: int | None = None) -> Companion:
                              f"git+URL@REV")
     if _REQUIREMENT.match(text):
         dist = re.split(r"[\[=<>!~ ]", text, maxsplit=1)[0]
-        preset = PRESETS.get(_ALIASES.get(dist.lower(), dist.lower()))
+        preset = PRESETS.get(ALIASES.get(dist.lower(), dist.lower()))
         module = preset.module if preset else dist.replace("-", "_").lower()
         return Companion(dist, "pip", text, module=module, compiled=False)
     raise UserError(f"--with {spec}: not a companion SPEC", hint=f"use {FORMS}")
@@ -134,21 +136,23 @@ class Installed:
     inside: str = ""               # a directory of wheels, or a wheel file
 
 
-def install_prelude(installed: list[Installed], test: str) -> str:
-    """The test, after installing the probed torch's wheel (if the probe has one) and then
-    each companion, and importing each: a companion that does not install or load is a
-    skip (exit 125) whose reason is the JSON line it prints."""
+def install_prelude(installed: list[Installed], test: str, probe_wheels: bool = True) -> str:
+    """The test, after installing the probed torch's wheel (if the probe has one and
+    `probe_wheels`) and then each companion, and importing each: a companion that does
+    not install or load is a skip (exit 125) whose reason is the JSON line it prints."""
     lines = ["export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_CONSTRAINT=",
              "skip() { python3 -c 'import json, sys; print(json.dumps({\"skip_reason\": "
-             "sys.argv[1][:400]}))' \"$1\"; exit 125; }",
-             'for w in "$BISECT_ARTIFACTS"/*.whl; do [ -e "$w" ] || continue',
-             '  pip install -q --no-deps --force-reinstall --no-index "$w" >&2 '
-             '|| skip "could not install the probed wheel $(basename "$w")"',
-             '  export BISECT_TORCH_INSTALLED=1',
-             "done"]
+             "sys.argv[1][:400]}))' \"$1\"; exit 125; }"]
+    if probe_wheels:
+        lines += ['for w in "$BISECT_ARTIFACTS"/*.whl; do [ -e "$w" ] || continue',
+                  '  pip install -q --no-deps --force-reinstall --no-index "$w" >&2 '
+                  '|| skip "could not install the probed wheel $(basename "$w")"',
+                  '  export BISECT_TORCH_INSTALLED=1',
+                  "done"]
     for item in installed:
         c = item.companion
-        what = f"{item.inside}/*.whl" if item.inside and c.kind == "git" else \
+        inside = f'"{item.inside}"' if item.inside.startswith("$") else shlex.quote(item.inside)
+        what = f"{inside}/*.whl" if item.inside and c.kind == "git" else \
             shlex.quote(item.inside or c.source)
         lines.append(f"pip install -q --no-deps --force-reinstall {what} >&2 || "
                      f"skip {shlex.quote(f'companion {c.label} did not install')}")

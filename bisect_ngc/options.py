@@ -18,7 +18,7 @@ import click
 from .backends import settings_type
 from .comparator import Statistic
 from .bisection_inputs import DEFAULT_MAX_SKIPS
-from .errors import UserError
+from .option_rules import Rules
 from .releases import UPSTREAM
 from .search import RepeatPolicy
 from .tiers import MAP_RULES
@@ -157,11 +157,18 @@ OPTIONS: tuple[Opt, ...] = (
        "MAX_JOBS for PyTorch builds. Default: the number of CPUs.",
        type=click.IntRange(1, 1024)),
     _o("question", "with_", "--with",
-       "A companion installed on every probe's torch, after it (repeat it): a wheel (path "
-       "or URL), a pip requirement, git+URL@REV (built against each probed torch in its "
-       "image; #build=CMD to change `pip wheel`), or a preset: transformer_engine@REV, "
-       "megatron-core@REV. One that does not build or import is a skip. Docker backend.",
+       "A companion installed after every probe's torch (repeat it): a wheel (path or URL), "
+       "a pip requirement, git+URL@REV (built against each probed torch in its image; "
+       "#build=CMD instead of `pip wheel`), transformer_engine@REV or megatron-core@REV. "
+       "One that does not build or import is a skip. Docker backend.",
        metavar="SPEC", multiple=True),
+    _o("question", "component", "--component",
+       "Release mode: bisect this component's commits between the versions the two "
+       "releases ship, built in the older image: torch, transformer_engine, or any "
+       "with --component-repo.", default="torch", show_default=True, metavar="NAME"),
+    _o("question", "component_repo", "--component-repo",
+       "The --component's git repository (URL or path); its version's +hash, or tag "
+       "vVERSION, names the commit.", metavar="URL"),
     _o("question", "repro_args", "--repro-args",
        "Extra flags for `python -m repro` in release mode, e.g. "
        "'--num-layers 2 --seq-length 4096'.", default=""),
@@ -299,67 +306,6 @@ def option(name: str, **override: Any):
 
 # --- the question's options as a value ---------------------------------------------
 
-class _Rules:
-    """What the question's options mean together."""
-
-    @property
-    def release_mode(self) -> bool:
-        return bool(self.from_ or self.to)
-
-    @property
-    def backend_name(self) -> str:
-        return self.backend or ("docker" if self.release_mode else "local")
-
-    def check(self) -> None:
-        self._check_mode()
-        if self.artifact_map not in MAP_RULES[:-1] and not (
-                self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
-            raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
-                            hint=f"one of {', '.join(MAP_RULES)}")
-        for path in self.keep:
-            if not path or path.startswith("/") or ".." in Path(path).parts:
-                raise UserError(f"--keep {path!r} must be a path inside the worktree",
-                                hint="e.g. --keep build")
-        rendered = {"--image": self.image, "--base-image": self.base_image,
-                    "--build-image": self.build_image,
-                    "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
-                    **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
-                       if k != "shared_dir"}}
-        for flag, value in rendered.items():
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and ("\n" in item or "\r" in item):
-                    raise UserError(f"{flag} must be one line",
-                                    hint="values are written into scripts; remove the newline")
-
-    def _check_mode(self) -> None:
-        if self.release_mode:
-            if not (self.from_ and self.to):
-                raise UserError("--from and --to go together",
-                                hint="e.g. --from 24.09 --to 24.10")
-            if self.old or self.new:
-                raise UserError("use either --from/--to (releases) or --old/--new (revisions)",
-                                hint="--from 24.09 --to 24.10, or --repo R --old A --new B")
-        else:
-            if not (self.old and self.new):
-                raise UserError("say what to bisect: --old and --new, or --from and --to",
-                                hint="e.g. --repo . --old v1.0 --new main, or --from 24.09 "
-                                     "--to 24.10")
-            if not self.test:
-                raise UserError("--test is required outside release mode",
-                                hint="a shell command whose exit code is the verdict "
-                                     "(0 pass, 1-127 fail, 125 skip)")
-        if self.backend_name == "docker" and not self.release_mode and not self.image:
-            raise UserError("--backend docker needs --image for a generic recipe",
-                            hint="name an image that has what --build and --test need")
-        if self.with_ and self.backend_name != "docker":
-            raise UserError(f"--with runs on the docker backend only, not {self.backend_name}",
-                            hint="pass --backend docker (companions are built in the probe's "
-                                 "image), or install the companion in --test yourself")
-        if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
-            raise UserError("--backend local in release mode needs --build and --test",
-                            hint="or use --backend docker for the PyTorch recipe")
-
-
 def _field(opt: Opt) -> tuple[str, Any, Any]:
     return opt.name, Any, field(default=opt.default)
 
@@ -370,7 +316,7 @@ Options = make_dataclass(
     "Options", [("cache_dir", Path), ("state", Path),
                 *[_field(o) for o in OPTIONS if o.group == "question"],
                 ("slurm", dict, field(default_factory=dict)),
-                ("notes", list, field(default_factory=list))], bases=(_Rules,))
+                ("notes", list, field(default_factory=list))], bases=(Rules,))
 
 
 def default_state(state: Path | None = None) -> Path:

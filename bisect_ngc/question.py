@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import click
 
-from . import backends
+from . import backends, component_mode
 from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
 from .bisection_inputs import Events, Range, Settings, Tier
@@ -76,7 +76,13 @@ TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nig
               "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
 
 
-def endpoints(opts: Options, catalog: Catalog) -> tuple[Endpoint, Endpoint]:
+def endpoints(opts: Options, catalog: Catalog,
+              say: Callable[[str], None] = lambda text: None) -> tuple[Endpoint, Endpoint]:
+    part = component(opts)
+    if part is not None:         # the versions the images ship, read where not catalogued
+        read = backends.version_reader(say)
+        return tuple(component_mode.endpoint(part, catalog, spec, read)
+                     for spec in (opts.from_, opts.to))
     if opts.release_mode:
         return catalog.endpoint(opts.from_), catalog.endpoint(opts.to)
     return Endpoint(opts.old, "commit", opts.old), Endpoint(opts.new, "commit", opts.new)
@@ -93,9 +99,17 @@ def labels(old: Endpoint, new: Endpoint) -> dict[str, Any]:
     return out
 
 
+def component(opts: Options) -> Companion | None:
+    """--component: what is bisected in release mode, when it is not PyTorch."""
+    if not opts.release_mode:
+        return None
+    return component_mode.component_of(opts.component, opts.component_repo, opts.max_jobs)
+
+
 def open_history(opts: Options) -> History:
-    return History.open(opts.torch_repo if opts.release_mode else (opts.repo or "."),
-                        opts.cache_dir)
+    part = component(opts)
+    spec = part.source if part else opts.torch_repo if opts.release_mode else (opts.repo or ".")
+    return History.open(spec, opts.cache_dir)
 
 
 def open_range(opts: Options, old: Endpoint, new: Endpoint,
@@ -156,6 +170,9 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     if opts.overlay_rule:
         recipe.overlay = _overlay_rule(opts.overlay_rule)
     recipe.companions = _companions(opts)
+    part = component(opts)
+    if part is not None:
+        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build)
     return recipe
 
 
@@ -227,12 +244,13 @@ class Question:
 
     def follows_narrowing(self) -> bool:
         o = self.opts
-        return o.release_mode and not (o.base_image or o.image)
+        return o.release_mode and not (o.base_image or o.image) and component(o) is None
 
     def image_points(self) -> dict[int, str]:
         """The release images on the path, by candidate index (catalog only, no I/O)."""
         o = self.opts
-        if not o.release_mode or o.no_images or "image" not in self.backend.tiers:
+        if not o.release_mode or o.no_images or "image" not in self.backend.tiers or \
+                component(o) is not None:
             return {}
         tier = image_tier(self.span, self.catalog, self.old, self.new)
         return {i: s.label for i, s in tier.sources.items()}
@@ -275,7 +293,9 @@ class Question:
     def tiers(self, listing: bool = True) -> list[Tier]:
         """The prebuilt tiers asked for, cheapest first, that this backend can probe."""
         o = self.opts
-        if o.release_mode:
+        if component(o) is not None:       # images and nightlies carry torch commits
+            asked = {}
+        elif o.release_mode:
             # The default index only serves the repro preset, whose test installs the wheel.
             nightlies = bool(o.nightly_index or o.nightly_urls or not o.test)
             asked = {"image": not o.no_images, "nightly": nightlies and not o.no_nightlies}
@@ -328,7 +348,7 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     span and backend None and the error in span_error, for `plan`."""
     store = store or Store(opts.state)
     catalog = Catalog.load(opts.cache_dir)
-    old, new = endpoints(opts, catalog)
+    old, new = endpoints(opts, catalog, say)
     recipe = make_recipe(opts, old)
     try:
         span = one_commit(opts, commit) if commit else open_range(opts, old, new, say)

@@ -36,8 +36,8 @@ class SwapLog:
                 self.put(key, outcome, raw.get("why:" + key, ""))
 
     def outcomes(self) -> dict[str, tuple[str, str]]:
-        rows = self.db.execute("SELECT key, outcome, why FROM swaps WHERE attribution = ?",
-                               (self.attribution,))
+        rows = self.db.execute("SELECT key, outcome, why FROM swaps WHERE attribution = ? "
+                               "ORDER BY at, rowid", (self.attribution,))
         return {key: (outcome, why) for key, outcome, why in rows}
 
     def put(self, key: str, outcome: str, why: str = "") -> None:

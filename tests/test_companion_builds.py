@@ -205,3 +205,66 @@ def test_with_on_another_backend_is_refused(repos, tmp_path, run_cli):
                             "--build", BUILD, "--test", TEST, "--with", "einops==0.8.0",
                             "--state", tmp_path / "st"])
     assert code == 2 and "--with runs on the docker backend only" in err
+
+
+KIT_BUILD = WHEEL + '''
+import os, pathlib, sys
+wheel(pathlib.Path(sys.argv[1]), "kit", os.environ.get("KIT_VERSION", "0.0"), {
+    "kit/__init__.py": f"behaviour = {open('behaviour').read().strip()!r}\\n".encode()})
+'''
+
+
+def test_component_mode_bisects_the_component_between_two_images(tmp_path, run_cli,
+                                                                  monkeypatch):
+    """--component kit: two release images ship kit 1.0+<old sha> and 1.1+<new sha>; the
+    bisection runs over kit's commits, each built in the older image and installed over
+    its kit, and names the commit that changed the behaviour."""
+    from .test_docker_backend import commit_image
+    from .test_tiers import catalog
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    git(kit, "init", "-q", "-b", "main")
+    shas = [commit(kit, {"make_wheel.py": KIT_BUILD, "behaviour": "old\n" if i < 13 else "new\n",
+                         "counter": f"{i}\n"}, f"kit change {i}") for i in range(20)]
+    wheels = tmp_path / "wheels"
+    for tag, idx, version in (("92.01", 2, "1.0"), ("92.02", 18, "1.1")):
+        git(kit, "checkout", "-q", shas[idx])
+        subprocess.run(["python3", "make_wheel.py", str(wheels / tag)], cwd=kit, check=True,
+                       env={"KIT_VERSION": f"{version}+{shas[idx][:10]}", "PATH": "/usr/bin:/bin"})
+        commit_image(IMAGE, "pip install -q --no-deps --break-system-packages /w/*.whl",
+                     "nvcr.io/nvidia/pytorch", f"{tag}-py3", volumes=[f"{wheels / tag}:/w:ro"])
+    git(kit, "checkout", "-q", "main")
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(tmp_path, [("92.01", "a" * 40),
+                                                                  ("92.02", "b" * 40)])))
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "92.01", "--to", "92.02", "--component", "kit",
+            "--component-repo", kit, "--backend", "docker", "--gpus", "none",
+            "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"',
+            "--test", 'python3 -c "import kit, sys; sys.exit(kit.behaviour != \'old\')"',
+            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
+    finally:
+        for tag in ("92.01", "92.02"):
+            docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{tag}-py3", force=True)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[13], (res, err)
+    found = probes(tmp_path, res["session"])
+    assert found and all(p.details["tier"] == "build" for p in found)
+    assert {p.details["environment"]["base"] for p in found} == \
+        {"nvcr.io/nvidia/pytorch:92.01-py3"}
+    assert {p.idx for p in found} >= {0, 16}        # both shipped versions' commits
+    assert "kit 1.0+" in Path(res["report"]).read_text()
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--from", "24.09", "--to", "24.10", "--component", "nosuch"],
+     "--component nosuch has no preset and no --component-repo"),
+    (["--repo", ".", "--old", "a", "--new", "b", "--test", "true", "--component",
+      "transformer_engine"], "--component is for release mode"),
+    (["--from", "24.09", "--to", "24.10", "--component-repo", "/x"],
+     "--component-repo is for a component other than torch"),
+])
+def test_bad_component_questions_are_one_sentence(tmp_path, run_cli, argv, says):
+    code, _, err = run_cli(["bisect", *argv, "--state", tmp_path / "st", "--cache-dir",
+                            tmp_path / "cache"])
+    assert code == 2 and says in err, err

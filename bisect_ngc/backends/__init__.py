@@ -3,6 +3,7 @@ never loads the Docker SDK. The interface they share lives in `base.py`."""
 from __future__ import annotations
 
 import importlib
+from typing import Callable
 
 from ..errors import UserError
 from .base import Backend, BackendSetup
@@ -29,3 +30,12 @@ SETTINGS = {"slurm": ("bisect_ngc.backends.slurm_settings", "SlurmSettings")}
 def settings_type(name: str) -> type:
     module, cls = SETTINGS[name]
     return getattr(importlib.import_module(module), cls)
+
+
+def version_reader(say: Callable[[str], None]) -> Callable[[str, str], str | None]:
+    """(image, distribution) -> the version that image ships, read by running it on this
+    host's Docker engine (the SDK loads on the first read)."""
+    def read(image: str, dist: str) -> str | None:
+        from .docker_engine import distribution_version
+        return distribution_version(image, dist, say)
+    return read

@@ -162,3 +162,20 @@ def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
     if not facts:
         raise UserError(f"{image} printed no facts", hint="is python installed in the image?")
     return facts
+
+
+def distribution_version(image: str, dist: str, say: Callable[[str], None]) -> str | None:
+    """The version of Python distribution `dist` in `image`, or None if it has none."""
+    client = connect()
+    ensure_image(client, image, say)
+    script = ("import importlib.metadata as m, sys\ntry:\n    print(m.version(sys.argv[1]))\n"
+              "except m.PackageNotFoundError:\n    pass\n")
+    try:
+        out = client.containers.run(image, ["python3", "-c", script, dist], remove=True,
+                                    stdout=True, stderr=False,
+                                    labels={f"{LABEL}.role": "resolve"})
+    except (docker.errors.ContainerError, docker.errors.APIError) as exc:
+        raise UserError(f"could not run python3 in {image}: {short_error(exc)}",
+                        hint="the image needs python3 to say which version it ships") from None
+    lines = out.decode(errors="replace").strip().splitlines()
+    return lines[-1].strip() if lines else None
