@@ -210,7 +210,8 @@ def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
     opts = options_from(params)
     q = ask(opts, say, partial=True)
     out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
-                           "endpoints": {}, "recipe": q.recipe.show(), "notes": opts.notes}
+                           "endpoints": {}, "recipe": q.recipe.show(), "notes": opts.notes,
+                           "component": opts.component if opts.release_mode else None}
     for side, ep in (("old", q.old), ("new", q.new)):
         out["endpoints"][side] = {"label": ep.label, "kind": ep.kind, "rev": ep.rev,
                                   "image": ep.image,
@@ -255,7 +256,7 @@ def _print_plan(out: dict[str, Any], brief: bool) -> None:
         ep = out["endpoints"][side]
         rel = ep["release"]
         what = f"release {rel['name']} ({ep['image']}, torch {rel['torch_version']})" if rel \
-            else ep["label"]
+            and out["component"] == "torch" else ep["label"]
         title = f" {ep['title']}" if ep.get("title") else ""
         click.echo(f"{side}: {what}\n     commit {ep.get('commit') or ep['rev']}{title}")
     if out.get("n_candidates") is None:
@@ -284,10 +285,13 @@ def _print_plan(out: dict[str, Any], brief: bool) -> None:
             click.echo(f"{key.replace('_', ' ')}: {recipe[key]}")
     for key, value in sorted(recipe["settings"].items()):
         click.echo(f"  {key}: {value}")
+    if recipe["with"]:
+        click.echo(f"with, after the probed torch: {', '.join(recipe['with'])}")
     if brief and recipe["build_dockerfile"]:
         click.echo("(without --brief: the rendered build and test scripts)")
     else:
-        click.echo(f"build:\n{_indent(recipe['build'])}\ntest:\n{_indent(recipe['test'])}")
+        click.echo(f"build:\n{_indent(recipe['build'])}\ntest:\n"
+                   f"{_indent(recipe['test_with'] or recipe['test'])}")
         if recipe["build_dockerfile"]:
             click.echo(f"build image Dockerfile:\n{_indent(recipe['build_dockerfile'])}")
     for note in out["notes"]:

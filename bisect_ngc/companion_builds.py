@@ -13,7 +13,7 @@ from typing import Callable
 
 from .artifacts import ArtifactStore
 from .companion_sources import CheckoutFailed, CompanionSources
-from .companions import COMPANIONS_IN_CONTAINER, Companion, Installed, build_script
+from .companions import Companion, Installed, build_script, placed
 from .keys import digest
 from .recipes import Mount
 from .search import Verdict
@@ -50,15 +50,13 @@ class CompanionBuilds:
         """Every companion installable in a test container of `image` whose torch is
         `torch_id`; a skip where one cannot be built. `run` starts a container with the
         probe's own mounts (its torch at $BISECT_ARTIFACTS) plus the ones given."""
-        ready = Ready([], [], [])
-        for i, c in enumerate(self.companions):
+        ready = Ready(placed(self.companions), [], [])
+        for item in ready.installed:
+            c = item.companion
             if c.kind == "wheel" and "://" not in c.source:
-                wheel = Path(c.source).resolve()
+                wheel = Path(item.inside)
                 ready.mounts.append(Mount(wheel.parent, str(wheel.parent)))
-                ready.installed.append(Installed(c, str(wheel)))
-            elif c.kind != "git":
-                ready.installed.append(Installed(c, c.source))
-            else:
+            elif c.kind == "git":
                 key = companion_key(c, image, image_digest, torch_id)
                 art = self.artifacts.get(key)
                 if art is None:
@@ -69,9 +67,7 @@ class CompanionBuilds:
                         return failed
                     ready.built.append(c.label)
                     art = self.artifacts.get(key)
-                inside = f"{COMPANIONS_IN_CONTAINER}/{i}"
-                ready.mounts.append(Mount(art.path, inside))
-                ready.installed.append(Installed(c, inside))
+                ready.mounts.append(Mount(art.path, item.inside))
         return ready
 
     def _build(self, c: Companion, key: str, image: str, log: Path,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from .errors import UserError
 
@@ -134,6 +135,18 @@ class Installed:
 
     companion: Companion
     inside: str = ""               # a directory of wheels, or a wheel file
+
+
+def placed(companions: tuple[Companion, ...]) -> list[Installed]:
+    """Where a test container finds each companion: git companions' wheels in a directory
+    of their own, a local wheel at its own path, the rest as given."""
+    out = []
+    for i, c in enumerate(companions):
+        inside = f"{COMPANIONS_IN_CONTAINER}/{i}" if c.kind == "git" else \
+            str(Path(c.source).resolve()) if c.kind == "wheel" and "://" not in c.source \
+            else c.source
+        out.append(Installed(c, inside))
+    return out
 
 
 def install_prelude(installed: list[Installed], test: str, probe_wheels: bool = True) -> str:

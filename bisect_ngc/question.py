@@ -11,7 +11,6 @@ options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -22,15 +21,14 @@ from . import backends, component_mode
 from .artifacts import ArtifactStore
 from .backends.base import Backend, BackendSetup
 from .bisection_inputs import Events, Range, Settings, Tier
-from .companion_sources import CompanionSources
-from .companions import Companion, parse as parse_companion
 from .engine import Bisection
 from .errors import UserError
 from .git_mirrors import redact_url
 from .history import History
 from .measured import MeasuredBisection, Metric
-from .overlay import OverlayRule, RuleError
-from .recipes import Recipe, local_cuda_arch, pytorch_preset
+from .overlay import OverlayRule
+from .question_recipe import component, make_recipe
+from .recipes import Recipe
 from .components import ImageSwaps
 from .releases import Catalog, Endpoint, containing
 from .search import RepeatPolicy
@@ -71,7 +69,6 @@ probe builds a wheel in that image and runs `python -m repro` on it in a fresh
 container with the GPUs.
 """
 
-DEFAULT_CUDA_ARCH = "9.0"
 TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nightlies"),
               "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
 
@@ -99,13 +96,6 @@ def labels(old: Endpoint, new: Endpoint) -> dict[str, Any]:
     return out
 
 
-def component(opts: Options) -> Companion | None:
-    """--component: what is bisected in release mode, when it is not PyTorch."""
-    if not opts.release_mode:
-        return None
-    return component_mode.component_of(opts.component, opts.component_repo, opts.max_jobs)
-
-
 def open_history(opts: Options) -> History:
     part = component(opts)
     spec = part.source if part else opts.torch_repo if opts.release_mode else (opts.repo or ".")
@@ -129,66 +119,6 @@ def one_commit(opts: Options, rev: str) -> Range:
     history = open_history(opts)
     sha = history.resolve(rev)
     return Range(history, sha, sha, [sha], history.identity(sha), {"commit": rev})
-
-
-def make_recipe(opts: Options, old: Endpoint) -> Recipe:
-    """The one Recipe for these options, whichever backend runs it."""
-    timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
-    if not opts.release_mode:
-        return Recipe(build=opts.build, test=opts.test, test_as_is=opts.test, image=opts.image,
-                      build_image=opts.build_image, gpus=opts.gpus,
-                      build_tree=bool(opts.build_tree), clean=not opts.no_clean,
-                      keep=list(opts.keep), submodules=not opts.no_submodules,
-                      expect_torch_commit=bool(opts.check_torch_commit),
-                      overlay=_overlay_rule(opts.overlay_rule),
-                      companions=_companions(opts), **timeouts)
-    image = opts.base_image or opts.image or old.image
-    if not image:
-        raise UserError("no base image: --from is a commit, not a release",
-                        hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
-    arch = opts.cuda_arch or local_cuda_arch()
-    if arch is None:
-        arch = DEFAULT_CUDA_ARCH
-        opts.notes.append(f"no local GPU found: building for compute capability {arch} "
-                          "(pass --cuda-arch to change it)")
-    recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
-                            repro_args=shlex.split(opts.repro_args),
-                            gpus="all" if opts.gpus == "auto" else opts.gpus,
-                            build_tree=opts.build_tree is not False)
-    recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
-        not opts.no_clean
-    recipe.keep, recipe.submodules = list(opts.keep), not opts.no_submodules
-    if opts.build:
-        recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
-    if opts.build_image:
-        recipe.build_image, recipe.build_dockerfile = opts.build_image, None
-    if opts.test:
-        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = opts.test, opts.test, False
-        recipe.subject = "The failure"
-    if opts.check_torch_commit is not None:
-        recipe.expect_torch_commit = opts.check_torch_commit
-    if opts.overlay_rule:
-        recipe.overlay = _overlay_rule(opts.overlay_rule)
-    recipe.companions = _companions(opts)
-    part = component(opts)
-    if part is not None:
-        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build)
-    return recipe
-
-
-def _companions(opts: Options) -> tuple[Companion, ...]:
-    """--with: each SPEC parsed, git revisions resolved to commits (through the mirrors)."""
-    sources = CompanionSources(opts.cache_dir)
-    return tuple(sources.resolve(parse_companion(spec, opts.max_jobs)) for spec in opts.with_)
-
-
-def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
-    try:
-        OverlayRule.parse(lines) if lines else None
-    except RuleError as exc:
-        raise UserError(str(exc), hint="e.g. --overlay-rule 'ships:mypkg/*.py' "
-                                       "--overlay-rule 'inert:tests/*'") from None
-    return list(lines)
 
 
 def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,

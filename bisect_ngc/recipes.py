@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from .companions import Companion
+from .companions import Companion, install_prelude, placed
 from .keys import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
@@ -84,6 +84,8 @@ class Recipe:
                 "expect_torch_commit": self.expect_torch_commit, "gpus": self.gpus,
                 "timeout": self.timeout, "build_timeout": self.build_timeout,
                 "overlay": self.overlay, "with": [c.label for c in self.companions],
+                "test_with": install_prelude(placed(self.companions), self.test)
+                if self.companions else None,
                 "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 

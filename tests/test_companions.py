@@ -89,3 +89,31 @@ def test_any_text_parses_or_is_refused_never_crashes(text):
     # whatever parsed renders into a script a shell can read
     subprocess_free = install_prelude([Installed(c, "/w")], "true")
     assert shlex.split(subprocess_free.splitlines()[-1])[0] == "exec"
+
+
+def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, run_cli,
+                                                                    monkeypatch):
+    """The seed's setup in one command: `--with transformer_engine@REV` in release mode
+    resolves TE's revision (here a generated repository stands in for TE's URL), puts TE
+    after the probed torch, and runs the repro with --impl te."""
+    from dataclasses import replace
+
+    from benchmarks.repos import make_repo
+    from tests.test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", 10, 5)
+    te = make_repo(tmp_path / "te", 3, 1)
+    monkeypatch.setitem(PRESETS, "transformer_engine",
+                        replace(PRESETS["transformer_engine"], url=str(tmp_path / "te")))
+    monkeypatch.setenv("BISECT_NGC_CATALOG",
+                       str(catalog(tmp_path, [("90.01", shas[1]), ("90.02", shas[8])])))
+    argv = ["plan", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
+            "--with", "transformer_engine@main", "--state", tmp_path / "st", "--cache-dir",
+            tmp_path / "cache", "--no-nightlies"]
+    code, out, err = run_cli(argv)
+    assert code == 0, err
+    assert f"with, after the probed torch: transformer_engine@{te[-1][:12]}" in out
+    assert "import transformer_engine.pytorch" in out and "--impl te" in out
+    assert out.index("import transformer_engine.pytorch") < out.index("python -m repro")
+    argv[argv.index("transformer_engine@main")] = "transformer_engine@no-such-branch"
+    code, _, err = run_cli(argv)
+    assert code == 2 and "no-such-branch" in err and "is not in" in err

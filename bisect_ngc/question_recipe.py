@@ -1,0 +1,91 @@
+"""The Recipe a question asks for: the generic one, the PyTorch preset in release mode,
+or a component's (`--component`), with the user's companions (`--with`) resolved."""
+from __future__ import annotations
+
+import shlex
+
+from . import component_mode
+from .companion_sources import CompanionSources
+from .companions import Companion, parse as parse_companion
+from .errors import UserError
+from .options import Options
+from .overlay import OverlayRule, RuleError
+from .recipes import Recipe, local_cuda_arch, pytorch_preset
+from .releases import Endpoint
+
+DEFAULT_CUDA_ARCH = "9.0"
+
+
+def component(opts: Options) -> Companion | None:
+    """--component: what is bisected in release mode, when it is not PyTorch."""
+    if not opts.release_mode:
+        return None
+    return component_mode.component_of(opts.component, opts.component_repo, opts.max_jobs)
+
+
+
+def make_recipe(opts: Options, old: Endpoint) -> Recipe:
+    """The one Recipe for these options, whichever backend runs it."""
+    timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
+    if not opts.release_mode:
+        return Recipe(build=opts.build, test=opts.test, test_as_is=opts.test, image=opts.image,
+                      build_image=opts.build_image, gpus=opts.gpus,
+                      build_tree=bool(opts.build_tree), clean=not opts.no_clean,
+                      keep=list(opts.keep), submodules=not opts.no_submodules,
+                      expect_torch_commit=bool(opts.check_torch_commit),
+                      overlay=_overlay_rule(opts.overlay_rule),
+                      companions=_companions(opts), **timeouts)
+    image = opts.base_image or opts.image or old.image
+    if not image:
+        raise UserError("no base image: --from is a commit, not a release",
+                        hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
+    arch = opts.cuda_arch or local_cuda_arch()
+    if arch is None:
+        arch = DEFAULT_CUDA_ARCH
+        opts.notes.append(f"no local GPU found: building for compute capability {arch} "
+                          "(pass --cuda-arch to change it)")
+    companions = _companions(opts)
+    repro_args = shlex.split(opts.repro_args)
+    if any(c.name == "transformer_engine" for c in companions) and not opts.test and \
+            "--impl" not in repro_args:
+        repro_args += ["--impl", "te"]
+        opts.notes.append("--with transformer_engine: the repro graphs through TE's own "
+                          "make_graphed_callables (--impl te)")
+    recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
+                            repro_args=repro_args,
+                            gpus="all" if opts.gpus == "auto" else opts.gpus,
+                            build_tree=opts.build_tree is not False)
+    recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
+        not opts.no_clean
+    recipe.keep, recipe.submodules = list(opts.keep), not opts.no_submodules
+    if opts.build:
+        recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
+    if opts.build_image:
+        recipe.build_image, recipe.build_dockerfile = opts.build_image, None
+    if opts.test:
+        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = opts.test, opts.test, False
+        recipe.subject = "The failure"
+    if opts.check_torch_commit is not None:
+        recipe.expect_torch_commit = opts.check_torch_commit
+    if opts.overlay_rule:
+        recipe.overlay = _overlay_rule(opts.overlay_rule)
+    recipe.companions = companions
+    part = component(opts)
+    if part is not None:
+        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build)
+    return recipe
+
+
+def _companions(opts: Options) -> tuple[Companion, ...]:
+    """--with: each SPEC parsed, git revisions resolved to commits (through the mirrors)."""
+    sources = CompanionSources(opts.cache_dir)
+    return tuple(sources.resolve(parse_companion(spec, opts.max_jobs)) for spec in opts.with_)
+
+
+def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
+    try:
+        OverlayRule.parse(lines) if lines else None
+    except RuleError as exc:
+        raise UserError(str(exc), hint="e.g. --overlay-rule 'ships:mypkg/*.py' "
+                                       "--overlay-rule 'inert:tests/*'") from None
+    return list(lines)
