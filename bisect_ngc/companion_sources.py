@@ -37,12 +37,12 @@ class CompanionSources:
         return replace(c, commit=commit)
 
     def checkout(self, c: Companion, dest: Path) -> None:
-        """A clone of the companion at its commit in `dest` (objects borrowed from the
-        mirror), with its submodules where it has them."""
+        """A clone of the companion at its commit in `dest`, with its submodules where it
+        has them. Self-contained (no alternates): a container or a node that sees only
+        `dest` can still run git in it, as builds that stamp their version do."""
         source = self._history(c).common_dir
         try:
-            repo = git.Repo.clone_from(str(source), dest, multi_options=["--shared",
-                                                                         "--no-checkout"])
+            repo = git.Repo.clone_from(str(source), dest, multi_options=["--no-checkout"])
             repo.git.checkout("--detach", c.commit)
             if c.submodules:
                 repo.git.submodule("update", "--init", "--recursive", "--depth", "1")

@@ -137,12 +137,14 @@ class Installed:
     inside: str = ""               # a directory of wheels, or a wheel file
 
 
-def placed(companions: tuple[Companion, ...]) -> list[Installed]:
+def placed(companions: tuple[Companion, ...],
+           git_dir: str = COMPANIONS_IN_CONTAINER + "/{}") -> list[Installed]:
     """Where a test container finds each companion: git companions' wheels in a directory
-    of their own, a local wheel at its own path, the rest as given."""
+    of their own (`git_dir` with the index), a local wheel at its own path, the rest as
+    given."""
     out = []
     for i, c in enumerate(companions):
-        inside = f"{COMPANIONS_IN_CONTAINER}/{i}" if c.kind == "git" else \
+        inside = git_dir.format(i) if c.kind == "git" else \
             str(Path(c.source).resolve()) if c.kind == "wheel" and "://" not in c.source \
             else c.source
         out.append(Installed(c, inside))

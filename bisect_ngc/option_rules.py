@@ -64,10 +64,10 @@ class Rules:
         if (self.component != "torch" or self.component_repo) and not self.release_mode:
             raise UserError("--component is for release mode (--from/--to)",
                             hint="outside it, --repo is the repository that is bisected")
-        if self.with_ and self.backend_name != "docker":
-            raise UserError(f"--with runs on the docker backend only, not {self.backend_name}",
-                            hint="pass --backend docker (companions are built in the probe's "
-                                 "image), or install the companion in --test yourself")
+        if self.with_ and self.backend_name == "local":
+            raise UserError("--with needs a container: companions are built in the probe's "
+                            "image", hint="pass --backend docker (or slurm with pyxis or "
+                                          "enroot), or install the companion in --test yourself")
         if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
             raise UserError("--backend local in release mode needs --build and --test",
                             hint="or use --backend docker for the PyTorch recipe")

@@ -160,7 +160,7 @@ OPTIONS: tuple[Opt, ...] = (
        "A companion installed after every probe's torch (repeat it): a wheel (path or URL), "
        "a pip requirement, git+URL@REV (built against each probed torch in its image; "
        "#build=CMD instead of `pip wheel`), transformer_engine@REV or megatron-core@REV. "
-       "One that does not build or import is a skip. Docker backend.",
+       "One that does not build or import is a skip. Docker, or Slurm with pyxis/enroot.",
        metavar="SPEC", multiple=True),
     _o("question", "component", "--component",
        "Release mode: bisect this component's commits between the versions the two "

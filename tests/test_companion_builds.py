@@ -204,7 +204,7 @@ def test_with_on_another_backend_is_refused(repos, tmp_path, run_cli):
     code, _, err = run_cli(["bisect", "--repo", torch, "--old", shas[0], "--new", shas[-1],
                             "--build", BUILD, "--test", TEST, "--with", "einops==0.8.0",
                             "--state", tmp_path / "st"])
-    assert code == 2 and "--with runs on the docker backend only" in err
+    assert code == 2 and "--with needs a container" in err
 
 
 KIT_BUILD = WHEEL + '''

@@ -22,6 +22,7 @@ from bisect_ngc.search import ceil_log
 from bisect_ngc.store import Store
 
 from benchmarks.repos import make_repo
+from tests.test_companion_builds import repos as repos_fixture
 from tests.test_slurm_backend import (PROBLEM as SLURM_PROBLEM, kill_after_two_rounds_and_rerun,
                                       my_jobs, submitted_tests)
 
@@ -219,3 +220,41 @@ def test_release_mode_names_the_component_with_swap_jobs(tmp_path, run_cli, monk
     assert not list((shared / "swap-jobs").iterdir()), "a swap job kept its directory"
     assert "## Which part of the container" in Path(res["report"]).read_text()
     assert not leftovers()
+
+
+repos = repos_fixture          # the generated torch stand-in and companion, a fixture
+
+
+def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_cli, repos):
+    """--with on the cluster (issue 23): the generated torch stand-in and companion of
+    tests/test_companion_builds.py; the companion is built by the build array against each
+    probed torch, in the image, into the shared store; a second question reuses both."""
+    from .test_companion_builds import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
+    torch, shas, comp = repos
+
+    def argv(test, *extra):
+        return ["--repo", torch, "--build", BUILD, "--test", test,
+                "--with", f"git+{comp}@v1.0{WITH_BUILD}", "--backend", "slurm",
+                "--partition", "cpu", "--gpu-partition", "gpu", "--gpus-per-probe", "0",
+                "--container-runtime", "pyxis", "--container-import", "dockerd",
+                "--image", IMAGE, "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache",
+                *extra]
+    span = ["--old", shas[0], "--new", shas[-1]]
+    code, out, err = run_cli(["bisect", *span, *argv(CTEST, "--quiet", "--json", "--jobs", "3")])
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[NEW_FROM], (res, err)
+    store = tmp_path / "st" / "slurm" / "artifacts"
+    built = [json.loads(p.read_text()) for p in store.glob("*/meta.json")]
+    companions = [m for m in built if "companion" in m]
+    tested = [p for p in Store(tmp_path / "st").probes(res["session"])
+              if p.verdict in ("pass", "fail")]
+    assert len(companions) == len(tested) > 2       # one per probed torch
+    assert not list((tmp_path / "st" / "slurm" / "companion-src").glob("*/.git"))
+    code, out, err = run_cli(["bisect", *span, *argv("true && " + CTEST, "--quiet", "--json",
+                                                     "--jobs", "3")])
+    again = json.loads(out)
+    assert code == 0 and again["first_new"] == shas[NEW_FROM] and again["builds"] == 0, err
+    assert len([p for p in store.glob("*/meta.json")]) == len(built)
+    (bad,) = BROKEN
+    code, out, err = run_cli(["probe", "--commit", shas[bad], *span, *argv(CTEST)])
+    assert code == 125 and "did not build against this torch" in out, (out, err)

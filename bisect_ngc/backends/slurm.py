@@ -16,13 +16,15 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..artifacts import ArtifactStore
 from ..errors import UserError
-from ..git_mirrors import CheckoutError
 from ..history import Worktrees
 from ..recipes import REPRO_IN_CONTAINER, Recipe
 from ..search import RepeatPolicy, Verdict
 from ..keys import digest
 from ..records import SlurmJob
 from ..store import Store
+from ..companion_sources import CompanionSources
+from .slurm_companions import wheel_mounts
+from .slurm_tasks import RoundTasks
 from .slurm_containers import SlurmContainers
 from .slurm_images import SquashfsImages
 from .slurm_results import read_result, result_path
@@ -30,17 +32,17 @@ from .slurm_queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phas
                           task_end)
 from .slurm_settings import SlurmSettings
 from .slurm_scripts import TEMPLATES, round_mounts, write_controller
-from .base import (BackendSetup, PhaseCallback, ProbeFailed, ProbeOutcome, ProbeRequest,
-                   TestPlan, fetch_prebuilt, test_plan)
+from .base import (BackendSetup, PhaseCallback, ProbeOutcome, ProbeRequest, TestPlan,
+                   test_plan)
 
 
-class SlurmBackend:
+class SlurmBackend(RoundTasks):
     name = "slurm"
     tiers: tuple[str, ...] = ("nightly", "prebuilt", "overlay")   # test-only jobs (+ images)
 
     def __init__(self, worktrees: Worktrees, recipe: Recipe, *, settings: SlurmSettings,
                  store: Store, artifacts: ArtifactStore,
-                 say: Callable[[str], None] | None = None):
+                 say: Callable[[str], None] | None = None, cache_dir: Path = Path(".")):
         self.worktrees = worktrees
         self.recipe = recipe
         self.build_cmd = recipe.build or "true"
@@ -51,7 +53,9 @@ class SlurmBackend:
         self.timeout = recipe.timeout
         self.build_timeout = recipe.build_timeout
         self.env = dict(recipe.env)
-        self.mounts = list(recipe.mounts) if settings.runtime != "none" else []
+        self.mounts = list(recipe.mounts) + wheel_mounts(recipe.companions) \
+            if settings.runtime != "none" else []
+        self.sources = CompanionSources(cache_dir)
         if settings.runtime == "none":   # no container to mount the repro into
             self.env.update({"BISECT_REPRO_PARENT": str(m.host.parent) for m in recipe.mounts
                              if m.container == f"{REPRO_IN_CONTAINER}/repro"})
@@ -72,7 +76,8 @@ class SlurmBackend:
         # On the shared dir: the nodes' checkouts borrow the submodule objects from it.
         return cls(setup.worktrees(worktrees, settings.shared_dir / "submodules"),
                    setup.recipe, settings=settings,
-                   store=setup.store, artifacts=ArtifactStore(setup.artifact_store), say=setup.say)
+                   store=setup.store, artifacts=ArtifactStore(setup.artifact_store), say=setup.say,
+                   cache_dir=setup.cache_dir)
 
     # --- the interface -------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -89,6 +94,10 @@ class SlurmBackend:
 
     def prepare(self) -> None:
         self.s.check()
+        if self.recipe.companions and self.s.runtime in ("none", "apptainer"):
+            raise UserError(f"--with on Slurm needs enroot or pyxis, not --container-runtime "
+                            f"{self.s.runtime}", hint="companions are built in the image: "
+                            "pass --container-runtime pyxis (or enroot)")
         if self.s.runtime in ("enroot", "pyxis"):
             self.images.locate(self.s.image)       # a missing local image fails here
         out = self.sched.run(["sinfo", "-h", "-o", "%P"], what="sinfo")
@@ -150,7 +159,8 @@ class SlurmBackend:
                       env=sorted(self.env.items()), array=f"0-{len(tasks) - 1}")
         mounts = round_mounts(self.worktrees, tasks, self.s.shared_dir, self.s.runtime,
                               self.mounts)
-        build = TEMPLATES.get_template("slurm-build.sh.j2").render(
+        more = self.companion_vars(test or self.test_cmd)
+        build = TEMPLATES.get_template("slurm-build.sh.j2").render(**more,
             name=f"bisect-ngc-build-{self.job_tag}", partition=self.s.partition or "",
             out=str(rdir / "slurm-build-%A_%a.out"), build=self.build_cmd,
             build_timeout=self.build_timeout and int(self.build_timeout), mounts=mounts,
@@ -158,44 +168,12 @@ class SlurmBackend:
         test = TEMPLATES.get_template("slurm-test.sh.j2").render(
             name=f"bisect-ngc-test-{self.job_tag}",
             partition=self.s.gpu_partition or self.s.partition or "",
-            out=str(rdir / "slurm-test-%A_%a.out"), test=test or self.test_cmd, runs=runs,
+            out=str(rdir / "slurm-test-%A_%a.out"), runs=runs, **more,
             stop_on_fail=policy is RepeatPolicy.ANY, gpus=self.s.gpus_per_probe,
             timeout=self.timeout and int(self.timeout), mounts=mounts, **common)
         return build, test
 
     # --- one round --------------------------------------------------------------------
-    def prepare_tasks(self, requests: Sequence[ProbeRequest], plan: TestPlan
-                      ) -> tuple[list[dict[str, Any]], dict[str, ProbeOutcome]]:
-        """Check out worktrees for a round of one plan; a checkout failure is an immediate
-        skip."""
-        tasks, early = [], {}
-        for req in requests:
-            try:
-                # One worktree per commit: jobs of an interrupted round may still use theirs.
-                wt = self.worktrees.checkout(req.commit[:12], req.commit, clean=True,
-                                             keep=tuple(self.recipe.keep),
-                                             submodules=self.recipe.submodules)
-            except CheckoutError as exc:
-                early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
-                continue
-            if plan.artifacts == "none":
-                final = staging = self.artifacts.as_is().path
-            elif plan.artifacts == "ready":   # the controller downloads it once
-                try:
-                    final = staging = fetch_prebuilt(self.artifacts, req, self.say)
-                except ProbeFailed as exc:
-                    early[req.key] = ProbeOutcome(Verdict.SKIP, str(exc), cacheable=False)
-                    continue
-            else:
-                key = ArtifactStore.key(req.commit, self.recipe.image or "",
-                                        self.recipe.build_key())
-                final, staging = self.artifacts.path(key), self.artifacts.root / ".staging" / key
-            tasks.append({"commit": req.commit, "key": req.key, "worktree": str(wt),
-                          "index": len(tasks),
-                          "final": str(final), "staging": str(staging),
-                          "expect": req.expected or ""})
-        return tasks, early
-
     def run_round(self, requests: Sequence[ProbeRequest],
                   on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
         self.session = requests[0].session
@@ -244,7 +222,8 @@ class SlurmBackend:
         # Each job id is stored the moment sbatch returns it: a controller killed between
         # the two calls must not submit the build array again. Prebuilt artifacts need no
         # build: their rounds are a test array alone.
-        build_job = None if plan.artifacts != "build" else self._sbatch(rdir / "build.sh", [])
+        builds = plan.artifacts == "build" or bool(self.recipe.companions)
+        build_job = self._sbatch(rdir / "build.sh", []) if builds else None
         jobs = [SlurmJob(t["key"], key, t["index"], build_job, None, attempt, t["expect"],
                          time.time()) for t in tasks]
         for job in jobs:
@@ -325,7 +304,8 @@ class SlurmBackend:
 
     def _outcome(self, job: SlurmJob, policy: RepeatPolicy) -> ProbeOutcome | None:
         outcome = read_result(self.round_dir(job.round), job, policy,
-                              build_limit=self.build_timeout, test_limit=self.timeout)
+                              build_limit=self.build_timeout, test_limit=self.timeout,
+                              companions=[c.label for c in self.recipe.companions])
         node = outcome.details.get("node") if outcome else None
         if self.s.same_node and self.node is None and node:
             self.node = node
@@ -390,6 +370,9 @@ class SlurmBackend:
         self.session = requests[0].session
         tasks = [{"commit": r.commit, "worktree": str(self.worktrees.path(r.commit[:12])),
                   "index": i, "final": f"<artifact of {r.commit[:12]}>",
-                  "staging": f"<staging of {r.commit[:12]}>"} for i, r in enumerate(requests)]
+                  "staging": f"<staging of {r.commit[:12]}>",
+                  "companions": [{"final": f"<{c.label} for {r.commit[:12]}>", "staging": "",
+                                  "src": ""} for c in self.recipe.companions]}
+                 for i, r in enumerate(requests)]
         build, test = self.render("DRYRUN", tasks, requests[0].runs, requests[0].policy)
         return [("build.sh", build), ("test.sh", test)]

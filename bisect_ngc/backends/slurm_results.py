@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from ..records import SlurmJob
-from ..search import RepeatPolicy
+from ..search import RepeatPolicy, Verdict
 from ..verdicts import BuildFact, RunFact, judge_probe
 from .base import ProbeOutcome, last_json_line
+from .slurm_companions import failed
 
 
 def result_path(rdir: Path, job: SlurmJob) -> Path:
@@ -16,13 +17,19 @@ def result_path(rdir: Path, job: SlurmJob) -> Path:
 
 
 def read_result(rdir: Path, job: SlurmJob, policy: RepeatPolicy, *,
-                build_limit: float | None, test_limit: float | None) -> ProbeOutcome | None:
+                build_limit: float | None, test_limit: float | None,
+                companions: list[str] = ()) -> ProbeOutcome | None:
     """The task's judged outcome, or None while it has no result file."""
     path = result_path(rdir, job)
     if not path.exists():
         return None
     data = json.loads(path.read_text())
     n = job.task
+    why = failed(data, list(companions), rdir, n)
+    if why:        # a --with companion did not build against this torch
+        return ProbeOutcome(Verdict.SKIP, why, logs={
+            "companion": rdir / f"companion-{n}-{data['companion_failed']}.log"},
+            details={"slurm_test_job": f"{job.test_job}_{n}", "attempt": job.attempt})
     logs = {"build": rdir / f"build-{n}.log"} if (rdir / f"build-{n}.log").exists() else {}
     built = (data.get("build") if data.get("build_failed") else None) or (
         json.loads((rdir / f"build-{n}.json").read_text())
