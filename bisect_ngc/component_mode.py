@@ -82,4 +82,4 @@ def recipe(c: Companion, base: Recipe, test: str, build: str | None) -> Recipe:
                                         probe_wheels=False),
                    test_as_is=test, expect_torch_commit=False, build_tree=False,
                    keep=[k for k in base.keep if k != "build"], overlay=[],
-                   subject=f"The failure (bisecting {c.name})")
+                   subject=f"The failure (bisecting {c.name})", bisected=c.name)

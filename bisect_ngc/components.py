@@ -44,6 +44,11 @@ class Component:
         return self.unit.split(":", 1)[0]
 
 
+def dist_unit(name: str) -> str:
+    """A Python distribution's unit, named as the inventory keys it (PEP 503)."""
+    return "py:" + re.sub(r"[-_.]+", "-", name).lower()
+
+
 def env_of(config_env: list[str] | None) -> dict[str, str]:
     pairs = (item.split("=", 1) for item in config_env or [] if "=" in item)
     return {k: v for k, v in pairs if k not in _SKIP_ENV}
@@ -347,14 +352,17 @@ class ImageSwaps:
     """Swap probes between two release images, for the bisection: does PyTorch carry
     the difference (one swap, no build), and if not, which component does."""
 
-    def __init__(self, engine: Containers, work: Path, test: str, say: Callable[[str], None]):
+    def __init__(self, engine: Containers, work: Path, test: str, say: Callable[[str], None],
+                 unit: str = "py:torch"):
         self.engine, self.work, self.test, self.say = engine, work, test, say
+        self.unit = unit          # the distribution whose commits are bisected
 
     def _of(self, a: str, b: str) -> Attributor:
         return Attributor(a, b, self.test, self.work, self.engine, self.say)
 
-    def torch_carries(self, a: str, b: str) -> bool | None:
-        side = self._of(a, b).swap_only(["py:torch"])
+    def carries(self, a: str, b: str) -> bool | None:
+        """Whether A with B's files of the bisected distribution behaves like B."""
+        side = self._of(a, b).swap_only([self.unit])
         return None if side is None or side is Side.SKIP else side is Side.B
 
     def attribute(self, a: str, b: str) -> dict[str, Any]:

@@ -153,12 +153,13 @@ class Bisection:
             if built is not None and built is not self.image_verdicts[i]:
                 return self._not_in_commits(i, built, lo, hi, old, new)
         need = tuple(i for i in ends if i not in self.wheel_verdicts)
-        if len(need) == 2 and self._torch_carries(lo, hi) is False:
+        what = self.recipe.bisected
+        if len(need) == 2 and self._carries_it(lo, hi) is False:
             return Result(Status.NOT_IN_COMMITS, last_old=lo, old_outcome=old, new_outcome=new,
-                          explanation=f"{self._image_label(lo)} with the PyTorch of "
+                          explanation=f"{self._image_label(lo)} with the {what} of "
                                       f"{self._image_label(hi)} put in place still behaves "
                                       f"{self.image_verdicts[lo].value}: the difference is not in "
-                                      f"PyTorch (nothing was built)")
+                                      f"{what} (nothing was built)")
         return Round(need) if need else None
 
     def _image_ref(self, i: int) -> str | None:
@@ -169,31 +170,32 @@ class Bisection:
         return next((t.sources[i].label for t in self.tiers if i in t.sources),
                     self.span.candidates[i][:12])
 
-    def _torch_carries(self, lo: int, hi: int) -> bool | None:
-        """One swap, no build: the older image with the newer one's PyTorch files."""
+    def _carries_it(self, lo: int, hi: int) -> bool | None:
+        """One swap, no build: the older image with the newer one's files of what is
+        bisected (PyTorch, or --component's)."""
         if self.swaps is None or None in (self._image_ref(lo), self._image_ref(hi)):
             return None
         if (lo, hi) not in self._carries:
-            self._carries[lo, hi] = self.swaps.torch_carries(self._image_ref(lo),
-                                                             self._image_ref(hi))
+            self._carries[lo, hi] = self.swaps.carries(self._image_ref(lo),
+                                                       self._image_ref(hi))
         return self._carries[lo, hi]
 
     def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
                         new: Verdict) -> Result:
-        name = self._image_label
+        name, what = self._image_label, self.recipe.bisected
         base = self.recipe.image or "this host"
         if built is Verdict.SKIP:
             return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
                           explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
-                                      f"PyTorch at its commit could not be tested in {base}, so "
+                                      f"{what} at its commit could not be tested in {base}, so "
                                       f"no build can be compared with it",
                           old_outcome=old, new_outcome=new)
         return Result(Status.NOT_IN_COMMITS, last_old=lo,
                       explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
-                                  f"PyTorch at its commit ({self.span.candidates[i][:12]}) built "
+                                  f"{what} at its commit ({self.span.candidates[i][:12]}) built "
                                   f"in {base} behaves {built.value}: the difference is not in "
-                                  f"PyTorch's commits between {name(lo)} and {name(hi)}; another "
-                                  f"part of the container (or NVIDIA's build of PyTorch) made it",
+                                  f"{what}'s commits between {name(lo)} and {name(hi)}; another "
+                                  f"part of the container (or NVIDIA's build of {what}) made it",
                       old_outcome=old, new_outcome=new)
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int

@@ -29,7 +29,7 @@ from .measured import MeasuredBisection, Metric
 from .overlay import OverlayRule
 from .question_recipe import component, make_recipe
 from .recipes import Recipe
-from .components import ImageSwaps
+from .components import ImageSwaps, dist_unit
 from .releases import Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .options import BY_NAME, Options
@@ -174,15 +174,14 @@ class Question:
 
     def follows_narrowing(self) -> bool:
         o = self.opts
-        return o.release_mode and not (o.base_image or o.image) and component(o) is None
+        return o.release_mode and not (o.base_image or o.image)
 
     def image_points(self) -> dict[int, str]:
         """The release images on the path, by candidate index (catalog only, no I/O)."""
         o = self.opts
-        if not o.release_mode or o.no_images or "image" not in self.backend.tiers or \
-                component(o) is not None:
+        if not o.release_mode or o.no_images or "image" not in self.backend.tiers:
             return {}
-        tier = image_tier(self.span, self.catalog, self.old, self.new)
+        tier = self._tier("image")[0]
         return {i: s.label for i, s in tier.sources.items()}
 
     def rebased(self, image: str) -> tuple[Recipe, Backend, Overlays | None]:
@@ -204,7 +203,9 @@ class Question:
             return None
         r = self.recipe
         work = getattr(engine, "work_dir", None) or self.opts.cache_dir / "components"
-        return ImageSwaps(engine, work, r.test_as_is or r.test, self.say)
+        part = component(self.opts)
+        return ImageSwaps(engine, work, r.test_as_is or r.test, self.say,
+                          unit=dist_unit(part.name if part else "torch"))
 
     def overlays(self) -> Overlays | None:
         """Overlay probes, where the recipe says which files ship and the backend can test
@@ -223,8 +224,8 @@ class Question:
     def tiers(self, listing: bool = True) -> list[Tier]:
         """The prebuilt tiers asked for, cheapest first, that this backend can probe."""
         o = self.opts
-        if component(o) is not None:       # images and nightlies carry torch commits
-            asked = {}
+        if component(o) is not None:       # nightlies carry torch commits
+            asked = {"image": not o.no_images}
         elif o.release_mode:
             # The default index only serves the repro preset, whose test installs the wheel.
             nightlies = bool(o.nightly_index or o.nightly_urls or not o.test)
@@ -244,8 +245,12 @@ class Question:
         return [tier for kind in usable if kind not in unlisted for tier in self._tier(kind)]
 
     def _tier(self, kind: str) -> list[Tier]:
-        if kind == "image":
-            return [image_tier(self.span, self.catalog, self.old, self.new)]
+        if kind == "image":       # the catalog's releases, by the commit of what is bisected
+            part = component(self.opts)
+            commit_of = (lambda rel: rel.torch_commit) if part is None else \
+                (lambda rel: rel.te_commit) if part.name == "transformer_engine" else \
+                (lambda rel: "")
+            return [image_tier(self.span, self.catalog, self.old, self.new, commit_of)]
         o, rel = self.opts, self.old.release
         each, plural = TIER_WORDS[kind]
         store = ArtifactStore(self.artifact_root)

@@ -58,6 +58,7 @@ class Recipe:
     test_as_is: str | None = None           # the test in a prebuilt image (no build to use)
     overlay: list[str] = field(default_factory=list)   # overlay rule lines; [] = always build
     companions: tuple[Companion, ...] = ()  # --with: installed on every probe's torch
+    bisected: str = "PyTorch"               # whose commits these are (--component), for words
 
     def build_key(self) -> str:
         """Everything that decides what a build produces."""

@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .artifacts import ArtifactStore, artifact_name, urlopen
 from .backends.base import ProbeKind, Source
@@ -49,15 +49,17 @@ def _index_of(span: Range) -> Callable[[str], int | None]:
     return find
 
 
-def image_tier(span: Range, catalog: Catalog, old: Endpoint, new: Endpoint) -> Tier:
-    """The endpoint images, and every catalog release whose commit lies on the path."""
+def image_tier(span: Range, catalog: Catalog, old: Endpoint, new: Endpoint,
+               commit_of: Callable[[Any], str] = lambda rel: rel.torch_commit) -> Tier:
+    """The endpoint images, and every catalog release whose commit (of what is bisected:
+    torch's, or TE's with --component) lies on the path."""
     find, last = _index_of(span), len(span.candidates) - 1
     sources: dict[int, Source] = {}
     for i, ep in ((0, old), (last, new)):
         if ep.image:
             sources[i] = Source(ProbeKind.IMAGE, ep.image, _image_label(ep.image, catalog))
     for rel in catalog.all():
-        i = find(rel.torch_commit) if rel.torch_commit else None
+        i = find(commit_of(rel)) if commit_of(rel) else None
         if i is not None and i not in sources:
             sources[i] = Source(ProbeKind.IMAGE, rel.image, f"NGC {rel.name}")
     return Tier("image", sources)

@@ -268,3 +268,61 @@ def test_bad_component_questions_are_one_sentence(tmp_path, run_cli, argv, says)
     code, _, err = run_cli(["bisect", *argv, "--state", tmp_path / "st", "--cache-dir",
                             tmp_path / "cache"])
     assert code == 2 and says in err, err
+
+
+TE_BUILD = WHEEL + '''
+import os, pathlib, sys
+b = open("behaviour").read().strip()
+wheel(pathlib.Path(sys.argv[1]), "transformer_engine", os.environ.get("TE_VERSION", "0.0"), {
+    "transformer_engine/__init__.py": f"behaviour = {b!r}\\n".encode(),
+    "transformer_engine/pytorch/__init__.py": b""})
+'''
+
+
+def test_component_mode_lets_images_narrow_the_releases_first(tmp_path, run_cli, monkeypatch):
+    """--component transformer_engine across three releases whose TE commits the catalog
+    knows: the middle release's image as it is narrows the range, one swap of the newer
+    image's TE into the older says TE carries it, and builds in the middle (older) image
+    name TE's commit. A generated repository stands in for TE's (--component-repo)."""
+    from .test_docker_backend import commit_image
+    te = tmp_path / "te"
+    te.mkdir()
+    git(te, "init", "-q", "-b", "main")
+    shas = [commit(te, {"make_wheel.py": TE_BUILD, "behaviour": "old\n" if i < 13 else "new\n",
+                        "counter": f"{i}\n"}, f"te change {i}") for i in range(20)]
+    releases = (("93.01", 2, "2.1"), ("93.02", 9, "2.2"), ("93.03", 18, "2.3"))
+    rows = []
+    for tag, idx, version in releases:
+        git(te, "checkout", "-q", shas[idx])
+        out = tmp_path / "wheels" / tag
+        subprocess.run(["python3", "make_wheel.py", str(out)], cwd=te, check=True,
+                       env={"TE_VERSION": f"{version}+{shas[idx][:7]}", "PATH": "/usr/bin:/bin"})
+        commit_image(IMAGE, "pip install -q --no-deps --break-system-packages /w/*.whl",
+                     "nvcr.io/nvidia/pytorch", f"{tag}-py3", volumes=[f"{out}:/w:ro"])
+        rows.append(f"{tag}\t2.9.0a0+abc\t{'a' * 40}\tU\t12.9\tU\t{version}+{shas[idx][:7]}\tV1"
+                    f"\t3.12\t24.04\t{shas[idx][:7]}\n")
+    git(te, "checkout", "-q", "main")
+    (tmp_path / "catalog.tsv").write_text(
+        "release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
+        "transformer_engine\tte_verified\tpython\tubuntu\tte_commit\n" + "".join(rows))
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(tmp_path / "catalog.tsv"))
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "93.01", "--to", "93.03", "--component", "transformer_engine",
+            "--component-repo", te, "--backend", "docker", "--gpus", "none",
+            "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"', "--test",
+            'python3 -c "import transformer_engine as t, sys; sys.exit(t.behaviour != \'old\')"',
+            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
+    finally:
+        for tag, _, _ in releases:
+            docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{tag}-py3", force=True)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[13], (res, err)
+    found = probes(tmp_path, res["session"])
+    images = {p.details["environment"]["base"] for p in found if p.details["tier"] == "image"}
+    assert "nvcr.io/nvidia/pytorch:93.02-py3" in images          # the middle release
+    built = [p for p in found if p.details["tier"] == "build"]
+    assert built and {p.details["environment"]["base"] for p in built} == \
+        {"nvcr.io/nvidia/pytorch:93.02-py3"}
+    assert min(p.idx for p in built) >= 7                         # only after 93.02's commit
+    assert res["components"] is None or res["components"].get("status") != "found"
