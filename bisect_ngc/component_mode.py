@@ -16,6 +16,7 @@ from typing import Callable
 from .companions import (ALIASES, PRESETS, WHEEL_BUILD, Companion, Installed, build_script,
                          install_prelude)
 from .errors import UserError
+from .overlay import PRESETS as OVERLAY_PRESETS
 from .recipes import Recipe
 from .releases import IMAGE_RE, RELEASE_RE, Catalog, Endpoint
 
@@ -70,10 +71,12 @@ def endpoint(c: Companion, catalog: Catalog, spec: str, read_version: VersionRea
     return Endpoint(spec, "commit", spec)
 
 
-def recipe(c: Companion, base: Recipe, test: str, build: str | None) -> Recipe:
+def recipe(c: Companion, base: Recipe, test: str, build: str | None,
+           overlay: list[str]) -> Recipe:
     """`base` (the older image's recipe) turned into the component's: the build makes
     its wheel from the worktree, the test installs it over the image's copy, imports
-    it (a skip if it cannot), then runs `test` on the image's own torch."""
+    it (a skip if it cannot), then runs `test` on the image's own torch. Overlays use
+    `overlay` (--overlay-rule), else the component's preset rule where it has one."""
     c = replace(c, build=build) if build else c
     script = ('export BISECT_COMPANION_SRC="$BISECT_WORKTREE" '
               'BISECT_COMPANION_OUT="$BISECT_ARTIFACTS"\n' + build_script(c))
@@ -81,5 +84,7 @@ def recipe(c: Companion, base: Recipe, test: str, build: str | None) -> Recipe:
                    test=install_prelude([Installed(c, "$BISECT_ARTIFACTS")], test,
                                         probe_wheels=False),
                    test_as_is=test, expect_torch_commit=False, build_tree=False,
-                   keep=[k for k in base.keep if k != "build"], overlay=[],
+                   keep=[k for k in base.keep if k != "build"],
+                   overlay=overlay or ([c.name] if c.name in OVERLAY_PRESETS
+                                       else []),
                    subject=f"The failure (bisecting {c.name})", bisected=c.name)

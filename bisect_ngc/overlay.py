@@ -4,7 +4,8 @@ Pure logic: a diff (a list of Change) and a rule in, a Decision out; and the cho
 the built commit to patch. Which files ship as they are is data (an OverlayRule), with a
 preset for PyTorch. A rule is a list of `kind:GLOB` lines, where `*` also matches `/`:
 
-  ships:GLOB   files installed into the wheel byte for byte (PyTorch: torch/*.py)
+  ships:GLOB   files installed into the wheel byte for byte (PyTorch: torch/*.py; presets
+               `pytorch` and `transformer_engine`)
   never:GLOB   files that look like they ship but are build inputs or outputs
   inert:GLOB   files that never reach the build (tests, docs); their changes are ignored
 
@@ -30,7 +31,17 @@ PYTORCH_RULE = (
     "never:cmake/*", "never:third_party/*",
     "inert:test/*", "inert:docs/*", "inert:.github/*", "inert:*.md",
 )
-PRESETS = {"pytorch": PYTORCH_RULE}
+# Transformer Engine (`--component transformer_engine`): its Python ships as it is; the
+# C++/CUDA library, the extensions and the build scripts do not.
+TE_RULE = (
+    "ships:transformer_engine/*.py",
+    "never:transformer_engine/common/*", "never:transformer_engine/*/csrc/*",
+    "never:*.cpp", "never:*.cu", "never:*.cuh", "never:*.h", "never:*CMakeLists.txt",
+    "never:build_tools/*", "never:3rdparty/*", "never:setup.py", "never:pyproject.toml",
+    "never:*/setup.py", "never:transformer_engine/VERSION*", "never:*/build_info.py",
+    "inert:tests/*", "inert:docs/*", "inert:examples/*", "inert:.github/*", "inert:*.md",
+)
+PRESETS = {"pytorch": PYTORCH_RULE, "transformer_engine": TE_RULE}
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     recipe.companions = companions
     part = component(opts)
     if part is not None:
-        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build)
+        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build,
+                                       _overlay_rule(opts.overlay_rule))
     return recipe
 
 

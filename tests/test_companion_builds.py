@@ -326,3 +326,59 @@ def test_component_mode_lets_images_narrow_the_releases_first(tmp_path, run_cli,
         {"nvcr.io/nvidia/pytorch:93.02-py3"}
     assert min(p.idx for p in built) >= 7                         # only after 93.02's commit
     assert res["components"] is None or res["components"].get("status") != "found"
+
+
+TE_TREE_BUILD = WHEEL + '''
+import os, pathlib, sys
+files = {str(p): p.read_bytes() for p in pathlib.Path("transformer_engine").rglob("*.py")}
+wheel(pathlib.Path(sys.argv[1]), "transformer_engine", os.environ.get("TE_VERSION", "0.0"), files)
+'''
+
+
+def test_component_mode_overlays_te_python_changes(tmp_path, run_cli, monkeypatch):
+    """TE's Python ships as it is: commits that change only transformer_engine/*.py are
+    probed by patching a built neighbour's wheel (the `transformer_engine` overlay rule);
+    the two that touch its C++ are built."""
+    from .test_docker_backend import commit_image
+    te = tmp_path / "te"
+    (te / "transformer_engine" / "pytorch").mkdir(parents=True)
+    (te / "csrc").mkdir()
+    git(te, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(20):
+        files = {"make_wheel.py": TE_TREE_BUILD, "transformer_engine/pytorch/__init__.py": "",
+                 "transformer_engine/__init__.py":
+                     f"behaviour = {'old' if i < 13 else 'new'!r}  # change {i}\n"}
+        if i in (0, 5, 15):
+            files["csrc/ext.cpp"] = f"int version() {{ return {i}; }}\n"
+        shas.append(commit(te, files, f"te change {i}"))
+    rows = []
+    for tag, idx in (("94.01", 2), ("94.02", 18)):
+        git(te, "checkout", "-q", shas[idx])
+        out = tmp_path / "wheels" / tag
+        subprocess.run(["python3", "make_wheel.py", str(out)], cwd=te, check=True,
+                       env={"TE_VERSION": f"2.{idx}+{shas[idx][:7]}", "PATH": "/usr/bin:/bin"})
+        commit_image(IMAGE, "pip install -q --no-deps --break-system-packages /w/*.whl",
+                     "nvcr.io/nvidia/pytorch", f"{tag}-py3", volumes=[f"{out}:/w:ro"])
+        rows.append(f"{tag}\t2.9.0a0+abc\t{'a' * 40}\tU\t12.9\tU\t2.{idx}+{shas[idx][:7]}\tV1"
+                    f"\t3.12\t24.04\t{shas[idx][:7]}\n")
+    git(te, "checkout", "-q", "main")
+    (tmp_path / "catalog.tsv").write_text(
+        "release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
+        "transformer_engine\tte_verified\tpython\tubuntu\tte_commit\n" + "".join(rows))
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(tmp_path / "catalog.tsv"))
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "94.01", "--to", "94.02", "--component", "transformer_engine",
+            "--component-repo", te, "--backend", "docker", "--gpus", "none", "--no-images",
+            "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"', "--test",
+            'python3 -c "import transformer_engine as t, sys; sys.exit(t.behaviour != \'old\')"',
+            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
+    finally:
+        for tag in ("94.01", "94.02"):
+            docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{tag}-py3", force=True)
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[13], (res, err)
+    tiers = {p.idx: p.details["tier"] for p in probes(tmp_path, res["session"])}
+    assert "overlay" in tiers.values(), tiers
+    assert res["overlays"] >= 1 and res["builds"] < len(tiers)
