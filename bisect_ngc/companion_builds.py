@@ -34,9 +34,12 @@ class Ready:
 
 
 def companion_key(c: Companion, image: str, image_digest: str, torch_id: str) -> str:
-    """A pure companion works with any torch; a compiled one belongs to one torch."""
+    """A pure companion works with any torch; a compiled one belongs to one torch. The
+    image counts by its digest alone (`repo@sha256:...` and `sha256:...` alike), so the
+    Docker and Slurm backends share an artifact store's builds."""
     return ArtifactStore.key(c.commit, image, digest(
-        ["companion", c.identity(), image_digest, torch_id if c.compiled else ""]))
+        ["companion", c.identity(), image_digest.rsplit("@", 1)[-1],
+         torch_id if c.compiled else ""]))
 
 
 class CompanionBuilds:

@@ -43,16 +43,16 @@ def component_of(name: str, repo: str | None, max_jobs: int | None) -> Companion
                      module=preset.module if preset else key.replace("-", "_"))
 
 
-def commit_of_version(version: str) -> str:
+def commit_of_version(version: str, tag: str = "v{version}") -> str:
     """The revision a version names: its local part's hash (`+c27ee60`, `+gc27ee60`),
-    else the tag `v{public version}`."""
+    else `tag` with the public version put in (`v{version}`, `release_v{version}`)."""
     public, _, local = version.partition("+")
     found = re.fullmatch(r"g?([0-9a-f]{7,40})", local.split(".")[0])
-    return found.group(1) if found else f"v{public}"
+    return found.group(1) if found else tag.replace("{version}", public)
 
 
-def endpoint(c: Companion, catalog: Catalog, spec: str, read_version: VersionReader
-             ) -> Endpoint:
+def endpoint(c: Companion, catalog: Catalog, spec: str, read_version: VersionReader,
+             tag: str = "v{version}") -> Endpoint:
     """One end of the component's range: a release or image (its shipped version's
     commit), or a commit of the component's repository."""
     if RELEASE_RE.match(spec) or IMAGE_RE.match(spec):
@@ -67,7 +67,7 @@ def endpoint(c: Companion, catalog: Catalog, spec: str, read_version: VersionRea
                             hint=f"check the name (--component {c.name}) against "
                                  f"`pip list` in the image")
         return Endpoint(f"{spec} ({c.name} {version})", "release" if rel else "image",
-                        commit_of_version(version), rel, image)
+                        commit_of_version(version, tag), rel, image)
     return Endpoint(spec, "commit", spec)
 
 

@@ -61,6 +61,9 @@ class Rules:
         if self.backend_name == "docker" and not self.release_mode and not self.image:
             raise UserError("--backend docker needs --image for a generic recipe",
                             hint="name an image that has what --build and --test need")
+        if "{version}" not in self.component_tag:
+            raise UserError(f"--component-tag {self.component_tag!r} has no {{version}}",
+                            hint="e.g. --component-tag 'release_v{version}'")
         if (self.component != "torch" or self.component_repo) and not self.release_mode:
             raise UserError("--component is for release mode (--from/--to)",
                             hint="outside it, --repo is the repository that is bisected")

@@ -167,8 +167,10 @@ OPTIONS: tuple[Opt, ...] = (
        "releases ship, built in the older image: torch, transformer_engine, or any "
        "with --component-repo.", default="torch", show_default=True, metavar="NAME"),
     _o("question", "component_repo", "--component-repo",
-       "The --component's git repository (URL or path); its version's +hash, or tag "
-       "vVERSION, names the commit.", metavar="URL"),
+       "The --component's git repository (URL or path).", metavar="URL"),
+    _o("question", "component_tag", "--component-tag",
+       "How a --component version without a +hash names its tag; {version} is replaced.",
+       default="v{version}", show_default=True, metavar="TEMPLATE"),
     _o("question", "repro_args", "--repro-args",
        "Extra flags for `python -m repro` in release mode, e.g. "
        "'--num-layers 2 --seq-length 4096'.", default=""),

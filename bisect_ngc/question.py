@@ -78,7 +78,7 @@ def endpoints(opts: Options, catalog: Catalog,
     part = component(opts)
     if part is not None:         # the versions the images ship, read where not catalogued
         read = backends.version_reader(say)
-        return tuple(component_mode.endpoint(part, catalog, spec, read)
+        return tuple(component_mode.endpoint(part, catalog, spec, read, opts.component_tag)
                      for spec in (opts.from_, opts.to))
     if opts.release_mode:
         return catalog.endpoint(opts.from_), catalog.endpoint(opts.to)

@@ -117,3 +117,34 @@ def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, ru
     argv[argv.index("transformer_engine@main")] = "transformer_engine@no-such-branch"
     code, _, err = run_cli(argv)
     assert code == 2 and "no-such-branch" in err and "is not in" in err
+
+
+@pytest.mark.parametrize("version,tag,rev", [
+    ("1.11.0+c27ee60", "v{version}", "c27ee60"),
+    ("2.6.0+gdeadbeef1", "v{version}", "deadbeef1"),
+    ("0.9.0", "v{version}", "v0.9.0"),
+    ("0.9.0", "core_r{version}", "core_r0.9.0"),
+    ("2.1.0+cu121", "v{version}", "v2.1.0"),       # a local part that is no hash
+])
+def test_a_component_version_names_its_commit(version, tag, rev):
+    from bisect_ngc.component_mode import commit_of_version
+    assert commit_of_version(version, tag) == rev
+
+
+def test_a_component_tag_without_version_is_refused(tmp_path, run_cli):
+    code, _, err = run_cli(["bisect", "--from", "24.09", "--to", "24.10", "--component",
+                            "transformer_engine", "--component-tag", "release", "--state",
+                            tmp_path / "st", "--cache-dir", tmp_path / "cache"])
+    assert code == 2 and "has no {version}" in err
+
+
+def test_a_companion_build_key_follows_torch_only_when_compiled():
+    from bisect_ngc.companion_builds import companion_key
+    te = resolved(parse("transformer_engine@v2.6"), "a" * 40)
+    mcore = resolved(parse("megatron-core@core_r0.9.0"), "b" * 40)
+    key = lambda c, d, t: companion_key(c, "img", d, t)          # noqa: E731
+    assert key(te, "sha256:1", "torch-A") != key(te, "sha256:1", "torch-B")
+    assert key(mcore, "sha256:1", "torch-A") == key(mcore, "sha256:1", "torch-B")
+    assert key(te, "sha256:1", "t") != key(te, "sha256:2", "t")      # another image
+    assert key(te, "nvcr.io/nvidia/pytorch@sha256:1", "t") == key(te, "sha256:1", "t")
+    assert key(te, "sha256:1", "t") != key(resolved(te, "c" * 40), "sha256:1", "t")
