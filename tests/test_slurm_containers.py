@@ -229,7 +229,7 @@ def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_
     """--with on the cluster (issue 23): the generated torch stand-in and companion of
     tests/test_companion_builds.py; the companion is built by the build array against each
     probed torch, in the image, into the shared store; a second question reuses both."""
-    from .test_companion_builds import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
+    from benchmarks.companion_repos import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
     torch, shas, comp = repos
 
     def argv(test, *extra):
