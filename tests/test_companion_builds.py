@@ -164,10 +164,12 @@ def test_component_mode_bisects_the_component_between_two_images(tmp_path, run_c
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[13], (res, err)
     found = probes(tmp_path, res["session"])
-    assert found and all(p.details["tier"] == "build" for p in found)
-    assert {p.details["environment"]["base"] for p in found} == \
+    built = [p for p in found if p.details["tier"] == "build"]
+    # the two images as they are, then builds in the older one only
+    assert {p.idx for p in found if p.details["tier"] == "image"} == {0, 16}
+    assert {p.details["environment"]["base"] for p in built} == \
         {"nvcr.io/nvidia/pytorch:92.01-py3"}
-    assert {p.idx for p in found} >= {0, 16}        # both shipped versions' commits
+    assert {p.idx for p in built} >= {0, 16}        # both shipped versions' commits, built
     assert "kit 1.0+" in Path(res["report"]).read_text()
 
 
