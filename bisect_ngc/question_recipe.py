@@ -45,14 +45,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         opts.notes.append(f"no local GPU found: building for compute capability {arch} "
                           "(pass --cuda-arch to change it)")
     companions = _companions(opts)
-    repro_args = shlex.split(opts.repro_args)
-    if any(c.name == "transformer_engine" for c in companions) and not opts.test and \
-            "--impl" not in repro_args:
-        repro_args += ["--impl", "te"]
-        opts.notes.append("--with transformer_engine: the repro graphs through TE's own "
-                          "make_graphed_callables (--impl te)")
     recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
-                            repro_args=repro_args,
+                            repro_args=_repro_args(opts, companions),
                             gpus="all" if opts.gpus == "auto" else opts.gpus,
                             build_tree=opts.build_tree is not False)
     recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
@@ -75,6 +69,17 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build,
                                        _overlay_rule(opts.overlay_rule))
     return recipe
+
+
+def _repro_args(opts: Options, companions: tuple[Companion, ...]) -> list[str]:
+    """--repro-args; with a TE companion, the repro graphs through TE (--impl te)."""
+    args = shlex.split(opts.repro_args)
+    if any(c.name == "transformer_engine" for c in companions) and not opts.test and \
+            "--impl" not in args:
+        args += ["--impl", "te"]
+        opts.notes.append("--with transformer_engine: the repro graphs through TE's own "
+                          "make_graphed_callables (--impl te)")
+    return args
 
 
 def _companions(opts: Options) -> tuple[Companion, ...]:
