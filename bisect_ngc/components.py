@@ -187,6 +187,29 @@ class Containers(Protocol):
                mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]: ...
 
 
+class ScriptsByShell:
+    """python_json and run for an engine whose one primitive is output(): a command
+    through the image's /bin/sh (Docker's containers, Slurm's jobs)."""
+
+    def output(self, image: str, command: str, env: dict[str, str],
+               mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
+        raise NotImplementedError
+
+    def python_json(self, image: str, script: str, args: list[str],
+                    mounts: list[tuple[Path, str, bool]]) -> str:
+        code, out = self.output(image, shlex.join(["python3", "-c", script, *args]), {}, mounts)
+        if code != 0:
+            why = "no python3 in it" if code == 127 else f"python3 exited {code}" \
+                if code is not None else "it did not run"
+            raise UserError(f"could not read the components of {image} ({why})",
+                            hint="the image needs python3; is it a PyTorch image?")
+        return out.strip().splitlines()[-1] if out.strip() else "{}"
+
+    def run(self, image: str, command: str, env: dict[str, str],
+            mounts: list[tuple[Path, str, bool]]) -> int | None:
+        return self.output(image, command, env, mounts)[0]
+
+
 def verdict_of(code: int | None) -> str:
     return "skip" if code is None or code == 125 or code < 0 or code > 127 else \
         "pass" if code == 0 else "fail"

@@ -201,38 +201,13 @@ def test_component_mode_lets_images_narrow_the_releases_first(tmp_path, run_cli,
     knows: the middle release's image as it is narrows the range, one swap of the newer
     image's TE into the older says TE carries it, and builds in the middle (older) image
     name TE's commit. A generated repository stands in for TE's (--component-repo)."""
-    from .test_docker_backend import commit_image
     te = tmp_path / "te"
     te.mkdir()
     git(te, "init", "-q", "-b", "main")
     shas = [commit(te, {"make_wheel.py": TE_BUILD, "behaviour": "old\n" if i < 13 else "new\n",
                         "counter": f"{i}\n"}, f"te change {i}") for i in range(20)]
     releases = (("93.01", 2, "2.1"), ("93.02", 9, "2.2"), ("93.03", 18, "2.3"))
-    rows = []
-    for tag, idx, version in releases:
-        git(te, "checkout", "-q", shas[idx])
-        out = tmp_path / "wheels" / tag
-        subprocess.run(["python3", "make_wheel.py", str(out)], cwd=te, check=True,
-                       env={"TE_VERSION": f"{version}+{shas[idx][:7]}", "PATH": "/usr/bin:/bin"})
-        commit_image(IMAGE, "pip install -q --no-deps --break-system-packages /w/*.whl",
-                     "nvcr.io/nvidia/pytorch", f"{tag}-py3", volumes=[f"{out}:/w:ro"])
-        rows.append(f"{tag}\t2.9.0a0+abc\t{'a' * 40}\tU\t12.9\tU\t{version}+{shas[idx][:7]}\tV1"
-                    f"\t3.12\t24.04\t{shas[idx][:7]}\n")
-    git(te, "checkout", "-q", "main")
-    (tmp_path / "catalog.tsv").write_text(
-        "release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
-        "transformer_engine\tte_verified\tpython\tubuntu\tte_commit\n" + "".join(rows))
-    monkeypatch.setenv("BISECT_NGC_CATALOG", str(tmp_path / "catalog.tsv"))
-    try:
-        code, out, err = run_cli([
-            "bisect", "--from", "93.01", "--to", "93.03", "--component", "transformer_engine",
-            "--component-repo", te, "--backend", "docker", "--gpus", "none",
-            "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"', "--test",
-            'python3 -c "import transformer_engine as t, sys; sys.exit(t.behaviour != \'old\')"',
-            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
-    finally:
-        for tag, _, _ in releases:
-            docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{tag}-py3", force=True)
+    code, out, err = te_releases(run_cli, tmp_path, te, shas, releases, monkeypatch)
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[13], (res, err)
     found = probes(tmp_path, res["session"])
@@ -256,7 +231,6 @@ def test_component_mode_overlays_te_python_changes(tmp_path, run_cli, monkeypatc
     """TE's Python ships as it is: commits that change only transformer_engine/*.py are
     probed by patching a built neighbour's wheel (the `transformer_engine` overlay rule);
     the two that touch its C++ are built."""
-    from .test_docker_backend import commit_image
     te = tmp_path / "te"
     (te / "transformer_engine" / "pytorch").mkdir(parents=True)
     (te / "csrc").mkdir()
@@ -269,15 +243,30 @@ def test_component_mode_overlays_te_python_changes(tmp_path, run_cli, monkeypatc
         if i in (0, 5, 15):
             files["csrc/ext.cpp"] = f"int version() {{ return {i}; }}\n"
         shas.append(commit(te, files, f"te change {i}"))
+    releases = (("94.01", 2, "2.2"), ("94.02", 18, "2.18"))
+    code, out, err = te_releases(run_cli, tmp_path, te, shas, releases, monkeypatch,
+                                 "--no-images")
+    res = json.loads(out)
+    assert code == 0 and res["first_new"] == shas[13], (res, err)
+    tiers = {p.idx: p.details["tier"] for p in probes(tmp_path, res["session"])}
+    assert "overlay" in tiers.values(), tiers
+    assert res["overlays"] >= 1 and res["builds"] < len(tiers)
+
+
+def te_releases(run_cli, tmp_path, te, shas, releases, monkeypatch, *extra):
+    """Release images with the TE stand-in's wheel at (tag, commit index, version), a
+    catalog that knows their TE commits, and `bisect --component transformer_engine`
+    from the first to the last, with the images removed afterwards."""
+    from .test_docker_backend import commit_image
     rows = []
-    for tag, idx in (("94.01", 2), ("94.02", 18)):
+    for tag, idx, version in releases:
         git(te, "checkout", "-q", shas[idx])
         out = tmp_path / "wheels" / tag
         subprocess.run(["python3", "make_wheel.py", str(out)], cwd=te, check=True,
-                       env={"TE_VERSION": f"2.{idx}+{shas[idx][:7]}", "PATH": "/usr/bin:/bin"})
+                       env={"TE_VERSION": f"{version}+{shas[idx][:7]}", "PATH": "/usr/bin:/bin"})
         commit_image(IMAGE, "pip install -q --no-deps --break-system-packages /w/*.whl",
                      "nvcr.io/nvidia/pytorch", f"{tag}-py3", volumes=[f"{out}:/w:ro"])
-        rows.append(f"{tag}\t2.9.0a0+abc\t{'a' * 40}\tU\t12.9\tU\t2.{idx}+{shas[idx][:7]}\tV1"
+        rows.append(f"{tag}\t2.9.0a0+abc\t{'a' * 40}\tU\t12.9\tU\t{version}+{shas[idx][:7]}\tV1"
                     f"\t3.12\t24.04\t{shas[idx][:7]}\n")
     git(te, "checkout", "-q", "main")
     (tmp_path / "catalog.tsv").write_text(
@@ -285,17 +274,13 @@ def test_component_mode_overlays_te_python_changes(tmp_path, run_cli, monkeypatc
         "transformer_engine\tte_verified\tpython\tubuntu\tte_commit\n" + "".join(rows))
     monkeypatch.setenv("BISECT_NGC_CATALOG", str(tmp_path / "catalog.tsv"))
     try:
-        code, out, err = run_cli([
-            "bisect", "--from", "94.01", "--to", "94.02", "--component", "transformer_engine",
-            "--component-repo", te, "--backend", "docker", "--gpus", "none", "--no-images",
-            "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"', "--test",
+        return run_cli([
+            "bisect", "--from", releases[0][0], "--to", releases[-1][0], "--component",
+            "transformer_engine", "--component-repo", te, "--backend", "docker", "--gpus",
+            "none", "--build", 'python3 make_wheel.py "$BISECT_COMPANION_OUT"', "--test",
             'python3 -c "import transformer_engine as t, sys; sys.exit(t.behaviour != \'old\')"',
-            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
+            "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json",
+            *extra])
     finally:
-        for tag in ("94.01", "94.02"):
+        for tag, _, _ in releases:
             docker_client().images.remove(f"nvcr.io/nvidia/pytorch:{tag}-py3", force=True)
-    res = json.loads(out)
-    assert code == 0 and res["first_new"] == shas[13], (res, err)
-    tiers = {p.idx: p.details["tier"] for p in probes(tmp_path, res["session"])}
-    assert "overlay" in tiers.values(), tiers
-    assert res["overlays"] >= 1 and res["builds"] < len(tiers)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from ..components import ScriptsByShell
 from ..errors import UserError
 from .base import last_json_line
 
@@ -64,7 +65,7 @@ def short_error(exc: BaseException) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
-class DockerContainers:
+class DockerContainers(ScriptsByShell):
     """The Containers protocol on the Docker engine, through the docker SDK."""
 
     # A swap container lives from its start to its exit: one exited (or never started) this
@@ -126,19 +127,6 @@ class DockerContainers:
             return None, short_error(exc)
         finally:
             box.remove(force=True)
-
-    def python_json(self, image: str, script: str, args: list[str],
-                    mounts: list[tuple[Path, str, bool]]) -> str:
-        code, out = self._container(image, ["python3", "-c", script, *args], {}, mounts)
-        if code != 0:
-            why = f"python3 exited {code}" if code is not None else "no python3 to start"
-            raise UserError(f"could not read the components of {image} ({why})",
-                            hint="the image needs python3; is it a PyTorch image?")
-        return out.strip().splitlines()[-1] if out.strip() else "{}"
-
-    def run(self, image: str, command: str, env: dict[str, str],
-            mounts: list[tuple[Path, str, bool]]) -> int | None:
-        return self.output(image, command, env, mounts)[0]
 
     def output(self, image: str, command: str, env: dict[str, str],
                mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:

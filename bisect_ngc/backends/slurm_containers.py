@@ -5,13 +5,13 @@ directory too (`work_dir`), so the nodes see what the controller linked."""
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
+from ..components import ScriptsByShell
 from ..errors import UserError
 from ..recipes import Mount
 from .slurm_images import SquashfsImages
@@ -23,7 +23,7 @@ from .slurm_settings import SlurmSettings
 _RESULT_GRACE_S = 10.0
 
 
-class SlurmContainers:
+class SlurmContainers(ScriptsByShell):
     def __init__(self, settings: SlurmSettings, sched: Scheduler, images: SquashfsImages,
                  say: Callable[[str], None]):
         if settings.runtime not in ("pyxis", "enroot"):
@@ -45,19 +45,6 @@ class SlurmContainers:
             self._env[image] = [line for line in out.splitlines() if "=" in line] \
                 if code == 0 else []
         return self._env[image]
-
-    def python_json(self, image: str, script: str, args: list[str],
-                    mounts: list[tuple[Path, str, bool]]) -> str:
-        code, out = self.output(image, shlex.join(["python3", "-c", script, *args]), {}, mounts)
-        if code != 0:
-            why = f"python3 exited {code}" if code is not None else "the job gave no result"
-            raise UserError(f"could not read the components of {image} ({why})",
-                            hint="the image needs python3; is it a PyTorch image?")
-        return out.strip().splitlines()[-1] if out.strip() else "{}"
-
-    def run(self, image: str, command: str, env: dict[str, str],
-            mounts: list[tuple[Path, str, bool]]) -> int | None:
-        return self.output(image, command, env, mounts)[0]
 
     def output(self, image: str, command: str, env: dict[str, str],
                mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:
