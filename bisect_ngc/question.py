@@ -198,7 +198,9 @@ class Question:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
         make = getattr(self.backend, "containers", None)    # backends that run images
-        engine = make() if make is not None and any(t.name == "image" for t in tiers) else None
+        # A swap runs the images without --with companions: not the probes' environment.
+        engine = make() if make is not None and any(t.name == "image" for t in tiers) and \
+            not self.recipe.companions else None
         if engine is None:
             return None
         r = self.recipe
