@@ -120,3 +120,25 @@ def test_slurm_jobs_of_an_earlier_version_are_adopted(tmp_path):
     assert store.db.execute("SELECT name FROM sqlite_master WHERE name='jobs'").fetchone() \
         is None
     assert Store(root).slurm_jobs("s-1")["abc#2"] == job          # opened again: the same
+
+
+def test_companions_change_the_test_key_and_keep_release_mode_off_swaps(tmp_path, monkeypatch):
+    """--with is part of what decides a verdict; and with companions, release mode does
+    not swap PyTorch between images, which would run them without the companions."""
+    from bisect_ngc.bisection_inputs import Tier
+    from .test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", 12, 6)
+    comp = make_repo(tmp_path / "comp", 3, 1)
+    monkeypatch.setenv("BISECT_NGC_CATALOG",
+                       str(catalog(tmp_path, [("90.01", shas[1]), ("90.02", shas[9])])))
+
+    def asked(*with_):
+        return ask(Options(cache_dir=tmp_path / "cache", state=tmp_path / "st",
+                           from_="90.01", to="90.02", torch_repo=str(tmp_path / "pytorch"),
+                           backend="docker", slurm={}, with_=with_), print)
+    plain, withc = asked(), asked(f"git+{tmp_path / 'comp'}@main")
+    assert withc.recipe.companions[0].commit == comp[-1]
+    assert plain.recipe.test_key() != withc.recipe.test_key()
+    assert plain.recipe.build_key() == withc.recipe.build_key()    # torch builds are shared
+    images = [Tier("image", {})]
+    assert plain.swaps(images) is not None and withc.swaps(images) is None
