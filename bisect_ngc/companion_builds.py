@@ -56,9 +56,8 @@ class CompanionBuilds:
         ready = Ready(placed(self.companions), [], [])
         for item in ready.installed:
             c = item.companion
-            if c.kind == "wheel" and "://" not in c.source:
-                wheel = Path(item.inside)
-                ready.mounts.append(Mount(wheel.parent, str(wheel.parent)))
+            if c.local_wheel:
+                ready.mounts.append(Mount(c.local_wheel.parent, str(c.local_wheel.parent)))
             elif c.kind == "git":
                 key = companion_key(c, image, image_digest, torch_id)
                 art = self.artifacts.get(key)

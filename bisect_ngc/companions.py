@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
@@ -46,6 +46,12 @@ class Companion:
             return self.source
         return f"{self.name}@{(self.commit or self.rev)[:12]}" if self.commit or self.rev \
             else self.name
+
+    @property
+    def local_wheel(self) -> Path | None:
+        """A wheel on this filesystem (containers mount its directory), or None."""
+        return Path(self.source).resolve() if self.kind == "wheel" and "://" not in self.source \
+            else None
 
     def identity(self) -> list:
         """What decides what this companion is, for cache keys."""
@@ -124,10 +130,6 @@ def _rev(rev: str, spec: str) -> str:
     return rev
 
 
-def resolved(c: Companion, commit: str) -> Companion:
-    return replace(c, commit=commit)
-
-
 @dataclass(frozen=True)
 class Installed:
     """A companion as a test container sees it: its wheels' directory inside (git and
@@ -144,9 +146,7 @@ def placed(companions: tuple[Companion, ...],
     given."""
     out = []
     for i, c in enumerate(companions):
-        inside = git_dir.format(i) if c.kind == "git" else \
-            str(Path(c.source).resolve()) if c.kind == "wheel" and "://" not in c.source \
-            else c.source
+        inside = git_dir.format(i) if c.kind == "git" else str(c.local_wheel or c.source)
         out.append(Installed(c, inside))
     return out
 

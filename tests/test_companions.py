@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, strategies as st
 
-from bisect_ngc.companions import (Installed, PRESETS, build_script, install_prelude, parse,
-                                   resolved)
+from bisect_ngc.companions import Installed, PRESETS, build_script, install_prelude, parse
 from bisect_ngc.errors import UserError
 
 
@@ -37,7 +37,7 @@ def test_each_form_parses(spec, kind, name, source, rev):
 
 
 def test_the_te_preset_renders_its_build_and_import_check():
-    c = resolved(parse("transformer_engine@v2.6", max_jobs=8), "f" * 40)
+    c = replace(parse("transformer_engine@v2.6", max_jobs=8), commit="f" * 40)
     script = build_script(c)
     assert "export NVTE_FRAMEWORK=pytorch" in script and "export MAX_JOBS=8" in script
     assert 'pip wheel --no-build-isolation --no-deps -w "$BISECT_COMPANION_OUT" .' in script
@@ -96,8 +96,6 @@ def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, ru
     """The seed's setup in one command: `--with transformer_engine@REV` in release mode
     resolves TE's revision (here a generated repository stands in for TE's URL), puts TE
     after the probed torch, and runs the repro with --impl te."""
-    from dataclasses import replace
-
     from benchmarks.repos import make_repo
     from tests.test_tiers import catalog
     shas = make_repo(tmp_path / "pytorch", 10, 5)
@@ -140,11 +138,11 @@ def test_a_component_tag_without_version_is_refused(tmp_path, run_cli):
 
 def test_a_companion_build_key_follows_torch_only_when_compiled():
     from bisect_ngc.companion_builds import companion_key
-    te = resolved(parse("transformer_engine@v2.6"), "a" * 40)
-    mcore = resolved(parse("megatron-core@core_r0.9.0"), "b" * 40)
+    te = replace(parse("transformer_engine@v2.6"), commit="a" * 40)
+    mcore = replace(parse("megatron-core@core_r0.9.0"), commit="b" * 40)
     key = lambda c, d, t: companion_key(c, "img", d, t)          # noqa: E731
     assert key(te, "sha256:1", "torch-A") != key(te, "sha256:1", "torch-B")
     assert key(mcore, "sha256:1", "torch-A") == key(mcore, "sha256:1", "torch-B")
     assert key(te, "sha256:1", "t") != key(te, "sha256:2", "t")      # another image
     assert key(te, "nvcr.io/nvidia/pytorch@sha256:1", "t") == key(te, "sha256:1", "t")
-    assert key(te, "sha256:1", "t") != key(resolved(te, "c" * 40), "sha256:1", "t")
+    assert key(te, "sha256:1", "t") != key(replace(te, commit="c" * 40), "sha256:1", "t")

@@ -33,8 +33,8 @@ def test_command(companions: tuple[Companion, ...], test: str) -> str:
 
 def wheel_mounts(companions: tuple[Companion, ...]) -> list[Mount]:
     """Local wheels, seen where they are (a shared filesystem, as on the cluster)."""
-    return [Mount(Path(c.source).resolve().parent, str(Path(c.source).resolve().parent))
-            for c in companions if c.kind == "wheel" and "://" not in c.source]
+    return [Mount(c.local_wheel.parent, str(c.local_wheel.parent))
+            for c in companions if c.local_wheel]
 
 
 def builds(companions: tuple[Companion, ...]) -> list[dict[str, str]]:
