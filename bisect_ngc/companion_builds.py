@@ -42,6 +42,14 @@ def companion_key(c: Companion, image: str, image_digest: str, torch_id: str) ->
          torch_id if c.compiled else ""]))
 
 
+def torch_identity(artifacts: str, artifact: Path, source_ref: str, image_digest: str) -> str:
+    """Which torch a probe tests, as a companion's key counts it (one rule for every
+    backend, so that they share builds): its build's store entry, the download or overlay
+    it installs, or the image's own."""
+    return {"build": artifact.name, "ready": source_ref,
+            "none": f"image:{image_digest}"}[artifacts]
+
+
 class CompanionBuilds:
     def __init__(self, companions: tuple[Companion, ...], artifacts: ArtifactStore,
                  sources: CompanionSources, timeout: float | None):

@@ -29,7 +29,7 @@ from ..history import Worktrees
 from ..recipes import Mount, Recipe
 from ..keys import digest
 from ..verdicts import BuildFact, RunFact
-from ..companion_builds import CompanionBuilds
+from ..companion_builds import CompanionBuilds, torch_identity
 from .docker_engine import LABEL, DockerContainers, connect, ensure_image, short_error
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
                    ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
@@ -199,8 +199,8 @@ class DockerBackend(ThreadedRounds):
         compile against it), or the probe's skip."""
         own = plan.image == self.recipe.image
         image_digest = self.image_digest if own else self.ensure_image(plan.image).id
-        torch_id = details.get("artifact") or (req.source.ref if plan.artifacts == "ready"
-                                               else f"image:{image_digest}")
+        torch_id = torch_identity(plan.artifacts, art_path,
+                                  req.source.ref if req.source else "", image_digest)
 
         def run(image, command, mounts, env, log, timeout):
             logs[log.stem] = log

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..artifacts import ArtifactStore
+from ..companion_builds import torch_identity
 from ..companion_sources import CompanionSources
 from ..git_mirrors import CheckoutError
 from ..search import Verdict
@@ -70,8 +71,8 @@ class RoundTasks:
             return []
         _, sqsh, found = self.images.locate(plan.image)
         image_digest = found or sqsh.name
-        torch_id = {"build": final.name, "ready": req.source.ref if req.source else "",
-                    "none": f"image:{image_digest}"}[plan.artifacts]
+        torch_id = torch_identity(plan.artifacts, final, req.source.ref if req.source else "",
+                                  image_digest)
         return prepare(companions, self.artifacts, self.sources, self.s.shared_dir,
                        plan.image, image_digest, torch_id)
 
