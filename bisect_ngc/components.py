@@ -264,21 +264,24 @@ class Attributor:
         if "skip" in plain.values() or plain["a"] == plain["b"]:
             return None
         swap = Swap.of("a", [c.unit for c in chosen])
-        if _key_of(swap) not in self.log.outcomes():
-            extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
-                         for side in ("a", "b")}
-            side, why = self._swap(swap, chosen, inv, extracted, plain)
-            self.log.put(_key_of(swap), side.value, why)
-        return Side(self.log.outcomes()[_key_of(swap)][0])
+        stored = self.log.outcomes().get(_key_of(swap))
+        if stored is not None:
+            return Side(stored[0])
+        extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
+                     for side in ("a", "b")}
+        side, why = self._swap(swap, chosen, inv, extracted, plain)
+        self.log.put(_key_of(swap), side.value, why)
+        return side
 
     def _plain(self) -> dict[str, str]:
         """Both images' own verdicts, each run once."""
+        stored = {k: outcome for k, (outcome, _) in self.log.outcomes().items()}
         for side in ("a", "b"):
-            if f"plain:{side}" not in self.log.outcomes():
-                self.log.put(f"plain:{side}", verdict_of(self.engine.run(
-                    self.images[side], self.test, {}, [])))
-        stored = self.log.outcomes()
-        return {side: stored[f"plain:{side}"][0] for side in ("a", "b")}
+            if f"plain:{side}" not in stored:
+                stored[f"plain:{side}"] = verdict_of(self.engine.run(self.images[side],
+                                                                     self.test, {}, []))
+                self.log.put(f"plain:{side}", stored[f"plain:{side}"])
+        return {side: stored[f"plain:{side}"] for side in ("a", "b")}
 
     def run(self, only: tuple[str, ...] = ()) -> dict[str, Any]:
         """Attribution over the differing components (or those of them in `only`)."""
