@@ -133,20 +133,27 @@ class DockerContainers(ScriptsByShell):
         return self._container(image, ["/bin/sh", "-c", command], env, mounts)
 
 
+def _python_once(image: str, script: str, args: list[str], say: Callable[[str], None],
+                 hint: str) -> str:
+    """Run `script` once in `image` with its python (or python3); its standard output."""
+    client = connect()
+    ensure_image(client, image, say)
+    pick = 'command -v python >/dev/null && exec python -c "$0" "$@" || exec python3 -c "$0" "$@"'
+    try:
+        out = client.containers.run(image, ["/bin/sh", "-c", pick, script, *args],
+                                    remove=True, stdout=True, stderr=False,
+                                    labels={f"{LABEL}.role": "resolve"})
+    except (docker.errors.ContainerError, docker.errors.APIError) as exc:
+        raise UserError(f"could not run python in {image}: {short_error(exc)}",
+                        hint=hint) from None
+    return out.decode(errors="replace")
+
+
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Run the image once and read torch/CUDA/TE/Python versions from it."""
     from ..releases import PROBE_SCRIPT
-    client = connect()
-    ensure_image(client, image, say)
-    script = "command -v python >/dev/null && exec python -c \"$0\" || exec python3 -c \"$0\""
-    try:
-        out = client.containers.run(image, ["/bin/sh", "-c", script, PROBE_SCRIPT],
-                                    remove=True, stdout=True, stderr=False,
-                                    labels={f"{LABEL}.role": "resolve"})
-    except docker.errors.ContainerError as exc:
-        raise UserError(f"could not run python in {image}: {short_error(exc)}",
-                        hint="the image needs a python with torch installed") from None
-    facts = last_json_line(out.decode(errors="replace"))
+    facts = last_json_line(_python_once(image, PROBE_SCRIPT, [], say,
+                                        "the image needs a python with torch installed"))
     if not facts:
         raise UserError(f"{image} printed no facts", hint="is python installed in the image?")
     return facts
@@ -154,16 +161,8 @@ def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
 
 def distribution_version(image: str, dist: str, say: Callable[[str], None]) -> str | None:
     """The version of Python distribution `dist` in `image`, or None if it has none."""
-    client = connect()
-    ensure_image(client, image, say)
     script = ("import importlib.metadata as m, sys\ntry:\n    print(m.version(sys.argv[1]))\n"
               "except m.PackageNotFoundError:\n    pass\n")
-    try:
-        out = client.containers.run(image, ["python3", "-c", script, dist], remove=True,
-                                    stdout=True, stderr=False,
-                                    labels={f"{LABEL}.role": "resolve"})
-    except (docker.errors.ContainerError, docker.errors.APIError) as exc:
-        raise UserError(f"could not run python3 in {image}: {short_error(exc)}",
-                        hint="the image needs python3 to say which version it ships") from None
-    lines = out.decode(errors="replace").strip().splitlines()
+    lines = _python_once(image, script, [dist], say, "the image needs python to say which "
+                         "version it ships").strip().splitlines()
     return lines[-1].strip() if lines else None
