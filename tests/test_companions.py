@@ -146,3 +146,18 @@ def test_a_companion_build_key_follows_torch_only_when_compiled():
     assert key(te, "sha256:1", "t") != key(te, "sha256:2", "t")      # another image
     assert key(te, "nvcr.io/nvidia/pytorch@sha256:1", "t") == key(te, "sha256:1", "t")
     assert key(te, "sha256:1", "t") != key(replace(te, commit="c" * 40), "sha256:1", "t")
+
+
+def test_a_component_build_depends_on_its_commit_alone():
+    """--component: no build tree is kept across commits (the worktree is cleaned in
+    full, `build/` included) and no torch commit is expected of the test."""
+    from bisect_ngc.component_mode import component_of, recipe
+    from bisect_ngc.recipes import Recipe
+    base = Recipe(build="make", test="t", image="img", keep=["build", "data"],
+                  build_tree=True, expect_torch_commit=True, overlay=["pytorch"])
+    r = recipe(component_of("transformer_engine", None, None), base, "run-test", None, [])
+    assert r.keep == ["data"] and not r.build_tree and not r.expect_torch_commit
+    assert r.overlay == ["transformer_engine"] and r.bisected == "transformer_engine"
+    assert 'cd "$BISECT_COMPANION_SRC"' in r.build
+    assert 'BISECT_COMPANION_SRC="$BISECT_WORKTREE"' in r.build
+    assert r.test_as_is == "run-test" and "import transformer_engine.pytorch" in r.test
