@@ -110,17 +110,23 @@ def parse(spec: str, max_jobs: int | None = None) -> Companion:
                          module=stem.replace("-", "_"))
     if text.endswith(".whl"):
         stem = text.rsplit("/", 1)[-1].split("-")[0]
-        return Companion(stem, "wheel", text, module=stem)
+        return Companion(stem, "wheel", text, module=_module_of(stem))
     if at and name and not any(c in name for c in "/:"):
         raise UserError(f"--with {spec}: '{name}' is not a preset",
                         hint=f"presets: {', '.join(PRESETS)}; any other repository is "
                              f"git+URL@REV")
     if _REQUIREMENT.match(text):
         dist = re.split(r"[\[=<>!~ ]", text, maxsplit=1)[0]
-        preset = PRESETS.get(ALIASES.get(dist.lower(), dist.lower()))
-        module = preset.module if preset else dist.replace("-", "_").lower()
-        return Companion(dist, "pip", text, module=module, compiled=False)
+        return Companion(dist, "pip", text, module=_module_of(dist), compiled=False)
     raise UserError(f"--with {spec}: not a companion SPEC", hint=f"use {FORMS}")
+
+
+def _module_of(dist: str) -> str:
+    """What to import to know a distribution loads: a preset's module (TE's PyTorch
+    extension, not just its package), else the distribution's own name."""
+    key = dist.lower().replace("-", "_")
+    preset = PRESETS.get(ALIASES.get(dist.lower(), ALIASES.get(key, key)))
+    return preset.module if preset else key
 
 
 def _rev(rev: str, spec: str) -> str:

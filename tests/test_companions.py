@@ -36,6 +36,18 @@ def test_each_form_parses(spec, kind, name, source, rev):
     assert (c.kind, c.name, c.source, c.rev) == (kind, name, source, rev)
 
 
+@pytest.mark.parametrize("spec,module", [
+    ("/w/transformer_engine-2.6.0-py3-none-any.whl", "transformer_engine.pytorch"),
+    ("megatron-core==0.9.0", "megatron.core"),
+    ("megatron_core==0.9.0", "megatron.core"),
+    ("einops>=0.8", "einops"),
+    ("/w/flash_attn-2.6.3-cp312-cp312-linux_x86_64.whl", "flash_attn"),
+])
+def test_the_import_check_loads_what_matters(spec, module):
+    """A TE wheel must load its PyTorch extension, not only its package."""
+    assert parse(spec).module == module
+
+
 def test_the_te_preset_renders_its_build_and_import_check():
     c = replace(parse("transformer_engine@v2.6", max_jobs=8), commit="f" * 40)
     script = build_script(c)
