@@ -12,17 +12,15 @@ still sees the failure through the companion); a companion that does not import 
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import site as sitepkgs
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
+from benchmarks.companion_repos import wheel
 from bisect_ngc.companions import Installed, install_prelude, parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,25 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def standin_wheel(out: Path, broken: bool = False) -> Path:
     """tests/te_standin as transformer_engine-2.6.0 (broken: its import raises)."""
-    version = "2.6.0+standin"
-    info = f"transformer_engine-{version}.dist-info"
     files = {str(p.relative_to(ROOT / "tests" / "te_standin")): p.read_bytes()
              for p in (ROOT / "tests" / "te_standin").rglob("*.py")}
     if broken:
         files["transformer_engine/pytorch/__init__.py"] = \
             b"raise ImportError('undefined symbol: _ZN2at6Tensor (built for another torch)')\n"
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: transformer_engine\n" \
-                                f"Version: {version}\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    record = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b'=').decode()},"
-              f"{len(v)}" for k, v in files.items()]
-    files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"transformer_engine-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-    return path
+    return wheel(out, "transformer_engine", "2.6.0+standin", files, purelib=True)
 
 
 def main() -> None:

@@ -7,26 +7,37 @@ Used by tests/test_companion_builds.py, tests/test_slurm_containers.py and
 benchmarks/companions.py."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import inspect
 import subprocess
+import zipfile
 from pathlib import Path
 
 N, ABI_CHANGE, NEW_FROM, BROKEN = 24, 8, 15, {11}
 
-WHEEL = '''
-import base64, hashlib, zipfile
-def wheel(out, name, version, files):
+def wheel(out: Path, name: str, version: str, files: dict[str, bytes],
+          purelib: bool = False) -> Path:
+    """A py3-none-any wheel of `files` in `out`, with its RECORD. The generated
+    repositories' builds run this same source (WHEEL), inside the container."""
     info = f"{name}-{version}.dist-info"
     files = dict(files)
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\\nRoot-Is-Purelib: false\\nTag: py3-none-any\\n"
-    rec = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b'=').decode()},{len(v)}"
-           for k, v in files.items()]
-    files[f"{info}/RECORD"] = ("\\n".join(rec + [f"{info}/RECORD,,"]) + "\\n").encode()
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nRoot-Is-Purelib: {str(purelib).lower()}\n"
+                              f"Tag: py3-none-any\n").encode()
+    rec = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b'=').decode()},"
+           f"{len(v)}" for k, v in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join(rec + [f"{info}/RECORD,,"]) + "\n").encode()
     out.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out / f"{name}-{version}-py3-none-any.whl", "w") as z:
+    path = out / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
         for k, v in files.items():
             z.writestr(k, v)
-'''
+    return path
+
+
+WHEEL = ("import base64, hashlib, zipfile\nfrom pathlib import Path\n" +
+         inspect.getsource(wheel))
 
 TORCH_BUILD = WHEEL + '''
 import os, pathlib, subprocess, sys, tempfile

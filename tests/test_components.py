@@ -6,14 +6,13 @@ its commit, a shared library at two versions, two variables, and a distribution 
 the older image has (which no swap can take out: unswappable, said so)."""
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
-import zipfile
 from pathlib import Path
 
 import pytest
+
+from benchmarks.companion_repos import wheel as make_wheel
 
 from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
 
@@ -24,20 +23,9 @@ LIB_C = "int bisect_demo(void) { return %d; }\n"
 
 
 def wheel(out: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    path = out / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
-    files = dict(files, **{f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\n"
-                                               f"Version: {version}\n",
-                           f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
-                                            "Tag: py3-none-any\n"})
-    record = []
-    with zipfile.ZipFile(path, "w") as z:
-        for arc, text in files.items():
-            z.writestr(arc, text)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-            record.append(f"{arc},sha256={digest.decode()},{len(text.encode())}")
-        z.writestr(f"{info}/RECORD", "\n".join(record + [f"{info}/RECORD,,"]) + "\n")
-    return path
+    """A pure-Python wheel of text files (benchmarks.companion_repos.wheel)."""
+    return make_wheel(out, name, version, {k: v.encode() for k, v in files.items()},
+                      purelib=True)
 
 
 def build_image(side: str, tmp: Path) -> None:
