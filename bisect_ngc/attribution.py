@@ -3,12 +3,22 @@
 Image A behaves one way and image B the other. A *swap* runs A with a set S of B's
 components put in place (or B with A's). Delta debugging over the components that differ
 finds a minimal set that turns A's behaviour into B's (binary search for the shortest
-prefix, item by item: fewer swaps than Zeller's ddmin when components act together); the
-reverse swap (B with A's versions of that set) confirms it. A swap that cannot run (an
-import or ABI error, another Python) is a skip, listed with the others: when the swap of
-everything is one, a minimal set of components that make swaps fail is found the same way
-and left out, and the rest is searched; a culprit among those left out is "unresolved",
-never a wrong name.
+prefix, item by item: fewer swaps than Zeller's ddmin when components act together).
+
+A skip is never a verdict. A swap that cannot run (an import or ABI error, another
+Python, a test that matches neither image) is searched around: the binary search tries
+the nearest other split, and where every split of a stretch skips, the answer is
+"unresolved" with the components the culprit is among. When the swap of everything is a
+skip, a minimal set of components that make swaps fail is found the same way and left
+out, and the rest is searched.
+
+No answer rests on the swaps that selected it. Before `found` is given, fresh swaps
+(run until one side leads by `verify` runs) confirm it: A with B's set behaves like B, A with the
+set less any one component behaves like A (a component whose removal does not flip the
+outcome is dropped, and the smaller set confirmed), and B with A's set behaves like A.
+"Not in these components" likewise rests on fresh swaps of everything, and is never
+said while a differing component could not be swapped, or where B with all of A's
+components behaves like A (the components act with something outside them).
 
 Pure, like search.py: it takes the swap outcomes seen so far and returns the next swaps
 to run, or the answer. The outcomes are replayed from the start on every call, so a
@@ -34,10 +44,11 @@ class Side(str, Enum):
 class Swap:
     into: str                       # "a": A with B's components; "b": B with A's
     components: frozenset[str]
+    check: int = 0                  # 0: the search's swap; k > 0: its k-th fresh run
 
     @staticmethod
-    def of(into: str, components) -> "Swap":
-        return Swap(into, frozenset(components))
+    def of(into: str, components, check: int = 0) -> "Swap":
+        return Swap(into, frozenset(components), check)
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,22 @@ class _Need(Exception):
         self.swap = swap
 
 
-def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side]) -> list[Swap] | Attribution:
-    """The next swap to run, or the answer."""
+class Unknown(Exception):
+    """Every split of a stretch was a skip: the needed item is among `among`."""
+
+    def __init__(self, among: list[str]):
+        self.among = among
+
+
+def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side], *, verify: int = 3,
+               unswappable: Sequence[str] = ()) -> list[Swap] | Attribution:
+    """The next swap to run, or the answer. `verify`: fresh runs behind each confirmation
+    (0: the search's own swaps confirm); `unswappable`: differing components no swap can
+    put into A, which keep "not in these components" from being said."""
     names = sorted(set(components))
     if not names:
+        if unswappable:
+            return Attribution("unresolved", explanation=_cannot(unswappable))
         return Attribution("none-differ", explanation="the two images differ in no component "
                                                       "that was inventoried")
 
@@ -66,13 +89,13 @@ def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side]) -> list[Swa
         return seen[swap]
 
     try:
-        return _attribute(names, ask, seen)
+        return _attribute(names, ask, seen, verify, sorted(unswappable))
     except _Need as need:
         return [need.swap]
 
 
-def _attribute(names: list[str], ask: Callable[[Swap], Side],
-               seen: Mapping[Swap, Side]) -> Attribution:
+def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
+               verify: int, unswappable: list[str]) -> Attribution:
     everything = ask(Swap.of("a", names))
     left_out: list[str] = []
     while everything is Side.SKIP and names:
@@ -82,54 +105,160 @@ def _attribute(names: list[str], ask: Callable[[Swap], Side],
         left_out += bad
         names = [n for n in names if n not in bad]
         everything = ask(Swap.of("a", names)) if names else Side.SKIP
+    outside = sorted(left_out + unswappable)
+    if everything is Side.A and names and _fresh(ask, Swap.of("a", names), verify) is Side.B:
+        everything = Side.B       # its fresh runs overrule the one that said A
     if everything is not Side.B:
-        if left_out:
-            return Attribution(
-                "unresolved", unresolved=_skips(seen),
-                explanation=f"{', '.join(sorted(left_out))} of B could not be put into A (the "
-                            f"swaps did not run), and A with B's other {len(names)} "
-                            f"differing component(s) still behaves like A: the difference may "
-                            f"be in those left out")
-        return Attribution("not-in-components", unresolved=_skips(seen),
-                           explanation=f"A with all {len(names)} differing components of B "
-                                       f"still behaves like A: the difference is not in these "
-                                       f"components")
-    culprits = sorted(minimal_set(names, lambda subset: ask(Swap.of("a", subset)) is Side.B))
-    back = ask(Swap.of("b", culprits))
-    status = "found" if back is Side.A else "unconfirmed"
-    explanation = (f"A with B's {', '.join(culprits)} behaves like B, and B with A's behaves "
-                   f"like A" if status == "found" else
-                   f"A with B's {', '.join(culprits)} behaves like B, but B with A's "
-                   f"{'could not run' if back is Side.SKIP else 'still behaves like B'}")
-    if left_out:
-        explanation += (f" ({', '.join(sorted(left_out))} could not be put into A and were "
-                        f"left out)")
-    return Attribution(status, tuple(culprits), _skips(seen), explanation)
+        return _not_in(names, ask, seen, verify, outside)
+    try:
+        culprits = sorted(minimal_set(names, lambda subset: _turns(ask(Swap.of("a", subset)))))
+    except Unknown as unknown:
+        return Attribution("unresolved", unresolved=_skips(seen),
+                           explanation=f"the swaps that would tell {', '.join(unknown.among)} "
+                                       f"apart could not run: the culprit is among them")
+    return _confirm(culprits, ask, seen, verify, outside)
+
+
+def _not_in(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
+            verify: int, outside: list[str]) -> Attribution:
+    """A with all of B's (swappable) components still behaves like A."""
+    if not names:
+        return Attribution("unresolved", unresolved=_skips(seen), explanation=_cannot(outside))
+    again = _fresh(ask, Swap.of("a", names), verify)
+    if again is not Side.A:
+        return Attribution("unresolved", unresolved=_skips(seen),
+                           explanation=f"A with all {len(names)} swappable components of B "
+                                       f"behaved like A, but {_unsettled(again)}")
+    if outside:
+        return Attribution("unresolved", unresolved=_skips(seen),
+                           explanation=f"A with B's other {len(names)} differing component(s) "
+                                       f"still behaves like A; {_cannot(outside)}")
+    if ask(Swap.of("b", names)) is Side.A:
+        return Attribution("unresolved", unresolved=_skips(seen),
+                           explanation="A with all of B's differing components behaves like "
+                                       "A, yet B with all of A's behaves like A too: the "
+                                       "components act together with something outside them")
+    return Attribution("not-in-components", unresolved=_skips(seen),
+                       explanation=f"A with all {len(names)} differing components of B "
+                                   f"still behaves like A: the difference is not in these "
+                                   f"components")
+
+
+def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
+             verify: int, outside: list[str]) -> Attribution:
+    """Fresh swaps: the set flips A, removing any one of it does not, and B with A's
+    versions of it behaves like A. A component that is not needed is dropped."""
+    found = list(culprits)
+    while True:
+        whole = _fresh(ask, Swap.of("a", found), verify)
+        if whole is not Side.B:
+            return Attribution("unresolved", unresolved=_skips(seen),
+                               explanation=f"the search pointed at {', '.join(found)}, but "
+                                           f"A with B's {'set' if len(found) > 1 else 'one'} "
+                                           f"{_unsettled(whole)}")
+        dropped = None
+        for c in found if len(found) > 1 else ():
+            without = _fresh(ask, Swap.of("a", [x for x in found if x != c]), verify)
+            if without is Side.B:
+                dropped = c
+                break
+            if without is not Side.A:
+                return Attribution("unresolved", unresolved=_skips(seen),
+                                   explanation=f"A with B's {', '.join(found)} behaves like B, "
+                                               f"but whether {c} is needed is unknown: without "
+                                               f"it A {_unsettled(without)}")
+        if dropped is None:
+            break
+        found.remove(dropped)
+    back = _fresh(ask, Swap.of("b", found), verify)
+    named = ", ".join(found)
+    if back is Side.A:
+        status, explanation = "found", (f"A with B's {named} behaves like B, and B with A's "
+                                        f"behaves like A")
+    else:
+        status, explanation = "unconfirmed", (f"A with B's {named} behaves like B, but B with "
+                                              f"A's {_unsettled(back)}")
+    if outside:
+        explanation += f" ({', '.join(outside)} could not be put into A and were left out)"
+    return Attribution(status, tuple(found), _skips(seen), explanation)
+
+
+def _fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int) -> Side | None:
+    """The side fresh runs of `swap` settle on: the first to lead the other by `verify`
+    runs (a sequential test: a wrong side needs `verify` more wrong runs than right ones),
+    within 4·verify tries. SKIP when too few runs could run to settle it; None when both
+    sides came and neither led. With verify 0, the search's swap itself."""
+    if verify <= 0:
+        return ask(swap)
+    counts = {Side.A: 0, Side.B: 0, Side.SKIP: 0}
+    for k in range(1, 4 * verify + 1):
+        counts[ask(Swap(swap.into, swap.components, k))] += 1
+        for side, other in ((Side.A, Side.B), (Side.B, Side.A)):
+            if counts[side] - counts[other] >= verify:
+                return side
+    return None if counts[Side.A] and counts[Side.B] else Side.SKIP
+
+
+def _turns(side: Side) -> bool | None:
+    return None if side is Side.SKIP else side is Side.B
+
+
+def _unsettled(side: Side | None) -> str:
+    return {Side.A: "behaved like A in fresh swaps (a flaky test, or components that only "
+                    "act together with others)",
+            Side.B: "still behaves like B in fresh swaps",
+            Side.SKIP: "could not run in fresh swaps",
+            None: "gave both behaviours in fresh swaps (a flaky test: raise --repeat)"}[side]
+
+
+def _cannot(units: Sequence[str]) -> str:
+    return (f"{', '.join(units)} could not be put into A (the swaps did not run, or no swap "
+            f"can put them in): the difference may be there")
 
 
 def _skips(seen: Mapping[Swap, Side]) -> tuple[Swap, ...]:
     return tuple(sorted((s for s, side in seen.items() if side is Side.SKIP),
-                        key=lambda s: (s.into, len(s.components), sorted(s.components))))
+                        key=lambda s: (s.into, len(s.components), sorted(s.components), s.check)))
 
 
-def minimal_set(items: list[str], turns: Callable[[list[str]], bool]) -> list[str]:
+def minimal_set(items: list[str], turns: Callable[[list[str]], bool | None]) -> list[str]:
     """A minimal subset of `items` for which `turns` holds, given that it holds for all
     of them and not for none. Each round finds, by binary search, the shortest prefix of
     the remaining items that turns it together with those found so far; its last item is
     needed. For k needed items that is about k·⌈log2 n⌉ + k swaps, where ddmin needs far
     more once the needed items must come together (benchmarks/attribution.py).
-    Minimal under a monotone `turns`: each found item was needed with all found before it
-    and every item kept after it."""
+    `turns` may answer None (unknown): the search takes the nearest other split, then
+    the stretch's splits from its other end, and raises Unknown when none is known. Minimal under a monotone
+    `turns`: each found item was needed with all found before it and every item kept."""
     found: list[str] = []
     rest = list(items)
-    while rest and not (found and turns(found)):
+    while rest and not (found and turns(found) is True):
         lo, hi = 0, len(rest)         # found + rest[:hi] turns it; found + rest[:lo] does not
+        turned_around = False
         while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if turns(found + rest[:mid]):
+            mid, turned = _known_split(lo, hi, lambda m: turns(found + rest[:m]))
+            if mid is None and not turned_around:
+                rest[lo:hi] = rest[lo:hi][::-1]    # the same stretch, split from its other end
+                turned_around = True
+                continue
+            if mid is None:
+                raise Unknown(sorted(rest[lo:hi]))
+            turned_around = False
+            if turned:
                 hi = mid
             else:
                 lo = mid
         found.append(rest[hi - 1])
         rest = rest[:hi - 1]
     return found
+
+
+def _known_split(lo: int, hi: int, turns: Callable[[int], bool | None]
+                 ) -> tuple[int | None, bool]:
+    """The split point nearest the middle of (lo, hi) whose outcome is known."""
+    middle = (lo + hi) // 2
+    for mid in sorted(range(lo + 1, hi), key=lambda m: (abs(m - middle), m)):
+        turned = turns(mid)
+        if turned is not None:
+            return mid, turned
+    return None, False
