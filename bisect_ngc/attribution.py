@@ -106,7 +106,7 @@ def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap
         names = [n for n in names if n not in bad]
         everything = ask(Swap.of("a", names)) if names else Side.SKIP
     outside = sorted(left_out + unswappable)
-    if everything is Side.A and names and _fresh(ask, Swap.of("a", names), verify) is Side.B:
+    if everything is Side.A and names and fresh(ask, Swap.of("a", names), verify) is Side.B:
         everything = Side.B       # its fresh runs overrule the one that said A
     if everything is not Side.B:
         return _not_in(names, ask, seen, verify, outside)
@@ -124,7 +124,7 @@ def _not_in(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, S
     """A with all of B's (swappable) components still behaves like A."""
     if not names:
         return Attribution("unresolved", unresolved=_skips(seen), explanation=_cannot(outside))
-    again = _fresh(ask, Swap.of("a", names), verify)
+    again = fresh(ask, Swap.of("a", names), verify)
     if again is not Side.A:
         return Attribution("unresolved", unresolved=_skips(seen),
                            explanation=f"A with all {len(names)} swappable components of B "
@@ -150,7 +150,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
     versions of it behaves like A. A component that is not needed is dropped."""
     found = list(culprits)
     while True:
-        whole = _fresh(ask, Swap.of("a", found), verify)
+        whole = fresh(ask, Swap.of("a", found), verify)
         if whole is not Side.B:
             return Attribution("unresolved", unresolved=_skips(seen),
                                explanation=f"the search pointed at {', '.join(found)}, but "
@@ -158,7 +158,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
                                            f"{_unsettled(whole)}")
         dropped = None
         for c in found if len(found) > 1 else ():
-            without = _fresh(ask, Swap.of("a", [x for x in found if x != c]), verify)
+            without = fresh(ask, Swap.of("a", [x for x in found if x != c]), verify)
             if without is Side.B:
                 dropped = c
                 break
@@ -170,7 +170,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
         if dropped is None:
             break
         found.remove(dropped)
-    back = _fresh(ask, Swap.of("b", found), verify)
+    back = fresh(ask, Swap.of("b", found), verify)
     named = ", ".join(found)
     if back is Side.A:
         status, explanation = "found", (f"A with B's {named} behaves like B, and B with A's "
@@ -183,7 +183,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
     return Attribution(status, tuple(found), _skips(seen), explanation)
 
 
-def _fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int) -> Side | None:
+def fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int) -> Side | None:
     """The side fresh runs of `swap` settle on: the first to lead the other by `verify`
     runs (a sequential test: a wrong side needs `verify` more wrong runs than right ones),
     within 4·verify tries. SKIP when too few runs could run to settle it; None when both

@@ -9,6 +9,7 @@ from .backends.base import ProbeRequest, Source
 from .history import History
 from .records import ProbeRecord, SessionRecord
 from .search import RepeatPolicy
+from .verification import DEFAULT_VERIFY
 
 
 class Interrupted(KeyboardInterrupt):
@@ -59,4 +60,5 @@ class Settings:
     policy: RepeatPolicy = RepeatPolicy.ANY
     retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
     max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
+    verify: int = DEFAULT_VERIFY       # fresh probes of each side of the answer (rerun.py)
     probe_argv: list[str] = field(default_factory=list)

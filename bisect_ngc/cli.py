@@ -15,7 +15,7 @@ from . import json_output
 from .json_output import emit, json_option
 from . import __version__
 from .bisection_inputs import Settings
-from .records import tally
+from .records import tally, verification_cost
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
@@ -95,9 +95,10 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
                             code=EXIT_INTERRUPTED, session=sid) from None
         written = _report(q.store, bis.session.id)
         probes = q.store.probes(bis.session.id)
+        checks = verification_cost(q.store.checks(bis.session.id))
         titles = q.store.commits([s for s in (result.first_new, result.last_old) if s])
     first = titles.get(result.first_new or "")
-    summary = dict(asdict(result), **tally(probes), session=bis.session.id,
+    summary = dict(asdict(result), **tally(probes), session=bis.session.id, verification=checks,
                    first_new_title=first["title"] if first else None,
                    first_new_pr=first["pr"] if first else None,
                    report=str(written.markdown) if written else None)
@@ -139,6 +140,10 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
                   f"{summary['builds']} build(s){overlays}, "
                   f"{summary['cached']} from cache, {summary['rounds']} round(s), "
                   f"session {summary['session']}")
+    checked = summary.get("verification") or {}
+    if checked.get("probes"):
+        tally_line += (f"; the answer's pair run again: {checked['probes']} probe(s), "
+                       f"{checked['runs']} test run(s)")
     if summary.get("metric"):
         _print_metric(summary["metric"])
     if status == "found":

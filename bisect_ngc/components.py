@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .attribution import Attribution, Side, Swap, next_swaps
-from .component_scripts import EXTRACT_SCRIPT, INVENTORY_SCRIPT
 from .errors import UserError
-from .swap_log import SwapLog
+from .search import RepeatPolicy, Verdict, combine_runs, runs_settled
+
+# The search variables a swap composes: its own directory first, then the variable as the
+# image that gives it (the donor, where the variable is swapped) has it.
+_PATHS = {"site": "PYTHONPATH", "lib": "LD_LIBRARY_PATH"}
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SKIP_ENV = {"HOSTNAME", "HOME", "PATH", "PWD", "SHLVL", "TERM", "_"}
@@ -105,6 +107,16 @@ class SwapLayout:
     unset: tuple[str, ...]
     why_not: str = ""         # non-empty: this swap cannot be made (a skip)
     imports: tuple[str, ...] = ()   # the swapped distributions' top-level modules
+    swapped: frozenset[str] = frozenset()   # PYTHONPATH / LD_LIBRARY_PATH taken from the donor
+
+    def search_paths(self, own: dict[str, str]) -> dict[str, str]:
+        """PYTHONPATH and LD_LIBRARY_PATH: the swap's directories ahead of the value the
+        test must see (the donor's where that variable is swapped, else the image's own)."""
+        paths = {}
+        for sub, name in _PATHS.items():
+            value = self.env.get(name) if name in self.swapped else own.get(name)
+            paths[name] = ":".join(filter(None, [str(self.directory / sub), value]))
+        return paths
 
     def import_check(self) -> str:
         """A command that imports every swapped module, printing the error of one that
@@ -143,9 +155,9 @@ def layout(components: list[Component], into: str, extracted: Path, root: Path,
             return SwapLayout(directory, {}, (), why)
         if c.kind == "env":
             name = c.unit.split(":", 1)[1]
-            if donor(c) is None:
+            if donor(c) is None and name not in _PATHS.values():
                 unset.append(name)
-            else:
+            elif donor(c) is not None:
                 env[name] = donor(c)
     for sub, kind in (("site", "py"), ("lib", "lib")):
         for c in components:
@@ -159,7 +171,9 @@ def layout(components: list[Component], into: str, extracted: Path, root: Path,
                     link.symlink_to(path)
     (directory / "site").mkdir(parents=True, exist_ok=True)
     (directory / "lib").mkdir(parents=True, exist_ok=True)
-    return SwapLayout(directory, env, tuple(unset), imports=top_level_modules(directory / "site"))
+    swapped = {c.unit.split(":", 1)[1] for c in components if c.kind == "env"}
+    return SwapLayout(directory, env, tuple(unset), imports=top_level_modules(directory / "site"),
+                      swapped=frozenset(swapped & set(_PATHS.values())))
 
 
 def top_level_modules(site: Path) -> tuple[str, ...]:
@@ -215,184 +229,20 @@ def verdict_of(code: int | None) -> str:
         "pass" if code == 0 else "fail"
 
 
-class Attributor:
-    """Image A against image B: inventory, diff, then ddmin over swap probes. Every
-    outcome is written to the swap log as it comes, so the same command resumes."""
+@dataclass(frozen=True)
+class Evidence:
+    """How much a swap's verdict rests on: test runs per swap under the repeat policy (as
+    a probe's), and the fresh runs that confirm an answer (attribution.next_swaps)."""
 
-    def __init__(self, a: str, b: str, test: str, work: Path, engine: Containers,
-                 say: Callable[[str], None]):
-        self.images = {"a": a, "b": b}
-        self.test, self.work, self.engine, self.say = test, work, engine, say
-        self.digests = {side: engine.digest(image) for side, image in self.images.items()}
-        key = hashlib.sha256(json.dumps([self.digests, test]).encode()).hexdigest()[:12]
-        self.log = SwapLog(work / "swaps.sqlite", key, legacy=work / "sessions" / f"{key}.json")
+    repeat: int = 1
+    policy: RepeatPolicy = RepeatPolicy.ANY
+    verify: int = 3
 
-    def inventory(self, side: str) -> dict[str, Any]:
-        path = self.work / "inventory" / f"{safe(self.digests[side])}.json"
-        if not path.exists():
-            self.say(f"inventory of {self.images[side]}")
-            found = json.loads(self.engine.python_json(self.images[side], INVENTORY_SCRIPT, [],
-                                                       []))
-            _write(path, found)
-        inv = json.loads(path.read_text())
-        inv["env"] = env_of(self.engine.config_env(self.images[side]))
-        return inv
-
-    def extract(self, side: str, inv: dict[str, Any], units: list[str]) -> Path:
-        dest = self.work / "extract" / safe(self.digests[side])
-        done = dest / ".done.json"
-        if done.exists() and set(json.loads(done.read_text())) >= set(units):
-            return dest
-        plan = extraction_plan(inv, units)
-        dest.mkdir(parents=True, exist_ok=True)
-        self.say(f"extracting {len(plan)} component(s) of {self.images[side]}")
-        self.engine.python_json(self.images[side], EXTRACT_SCRIPT, [json.dumps(plan)],
-                                [(dest, "/extract", False)])
-        _write(done, sorted(units))
-        return dest
-
-    def swap_only(self, units: list[str]) -> Side | None:
-        """One swap of A with B's `units`, or None where they do not differ, cannot be
-        swapped, or the images as they are give no two behaviours to tell apart."""
-        inv = {side: self.inventory(side) for side in ("a", "b")}
-        comps = {c.unit: c for c in diff(inv["a"], inv["b"])}
-        chosen = [comps[u] for u in units if u in comps]
-        pythons = (inv["a"]["python"], inv["b"]["python"])
-        if not chosen or any(cannot_swap(c, "a", *pythons) for c in chosen):
-            return None
-        plain = self._plain()
-        if "skip" in plain.values() or plain["a"] == plain["b"]:
-            return None
-        swap = Swap.of("a", [c.unit for c in chosen])
-        stored = self.log.outcomes().get(_key_of(swap))
-        if stored is not None:
-            return Side(stored[0])
-        extracted = {side: self.extract(side, inv[side], [c.unit for c in chosen])
-                     for side in ("a", "b")}
-        side, why = self._swap(swap, chosen, inv, extracted, plain)
-        self.log.put(_key_of(swap), side.value, why)
-        return side
-
-    def _plain(self) -> dict[str, str]:
-        """Both images' own verdicts, each run once."""
-        stored = {k: outcome for k, (outcome, _) in self.log.outcomes().items()}
-        for side in ("a", "b"):
-            if f"plain:{side}" not in stored:
-                stored[f"plain:{side}"] = verdict_of(self.engine.run(self.images[side],
-                                                                     self.test, {}, []))
-                self.log.put(f"plain:{side}", stored[f"plain:{side}"])
-        return {side: stored[f"plain:{side}"] for side in ("a", "b")}
-
-    def run(self, only: tuple[str, ...] = ()) -> dict[str, Any]:
-        """Attribution over the differing components (or those of them in `only`)."""
-        inv = {side: self.inventory(side) for side in ("a", "b")}
-        comps = diff(inv["a"], inv["b"])
-        unknown = sorted(set(only) - {c.unit for c in comps})
-        if unknown:
-            raise UserError(f"no component {unknown[0]} differs between {self.images['a']} "
-                            f"and {self.images['b']}",
-                            hint="the differing ones: " + ", ".join(c.unit for c in comps)[:600])
-        comps = [c for c in comps if not only or c.unit in only]
-        by_unit = {c.unit: c for c in comps}
-        plain = self._plain()
-        out: dict[str, Any] = {"images": self.images, "digests": self.digests,
-                               "outcomes": plain, "components": [c.__dict__ for c in comps],
-                               "unswappable": {}, "swaps": []}
-        if "skip" in plain.values() or plain["a"] == plain["b"]:
-            out["attribution"] = Attribution(
-                "invalid-endpoints", explanation=f"A {plain['a']}s and B {plain['b']}s as they "
-                                                 f"are: nothing to attribute")
-            return out
-        pythons = (inv["a"]["python"], inv["b"]["python"])
-        out["unswappable"] = {c.unit: why for c in comps
-                              if (why := cannot_swap(c, "a", *pythons))}
-        units = [u for u in by_unit if u not in out["unswappable"]]
-        extracted = {side: self.extract(side, inv[side], units) for side in ("a", "b")}
-        stored = {_swap_of(k): v for k, v in self.log.outcomes().items()
-                  if not k.startswith("plain:")}
-        # Swaps of other components (an earlier question with --only) are not this search's.
-        seen = {s: Side(side) for s, (side, _) in stored.items() if s.components <= set(units)}
-        whys = {s: why for s, (_, why) in stored.items()}
-        while isinstance(step := next_swaps(units, seen), list):
-            for swap in step:
-                side, whys[swap] = self._swap(swap, [by_unit[u] for u in sorted(swap.components)],
-                                              inv, extracted, plain)
-                seen[swap] = side
-                self.log.put(_key_of(swap), side.value, whys[swap])
-        out["attribution"] = step
-        out["swaps"] = [{"into": s.into, "components": sorted(s.components), "side": v.value,
-                         "why": whys.get(s, "")} for s, v in seen.items()]
-        return out
-
-    def _swap(self, swap: Swap, comps: list[Component], inv: dict[str, Any],
-              extracted: dict[str, Path], plain: dict[str, str]) -> tuple[Side, str]:
-        """Whose behaviour the swap showed, and why it could not run where it is a skip
-        the swap itself caused ("" otherwise)."""
-        target, donor = (swap.into, "b" if swap.into == "a" else "a")
-        lay = layout(comps, swap.into, extracted[donor], self.work / "swaps",
-                     inv[target]["python"], inv[donor]["python"])
-        label = f"{self.images[target]} with {len(comps)} of {self.images[donor]}'s components"
-        if lay.why_not:
-            self.say(f"  {label}: skip ({lay.why_not})")
-            return Side.SKIP, lay.why_not
-        own = inv[target]["env"]
-        env = dict(lay.env)
-        env["PYTHONPATH"] = ":".join(filter(None, [str(lay.directory / "site"),
-                                                   own.get("PYTHONPATH")]))
-        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(lay.directory / "lib"),
-                                                        own.get("LD_LIBRARY_PATH")]))
-        mounts = [(extracted[donor], str(extracted[donor]), True),
-                  (lay.directory, str(lay.directory), True)]
-        if lay.imports:
-            code, out = self.engine.output(self.images[target], lay.import_check(), env, mounts)
-            if code != 0:
-                why = (out.strip().splitlines() or [f"exit {code}"])[-1]
-                self.say(f"  {label}: skip (does not load: {why})")
-                return Side.SKIP, f"does not load: {why}"
-        verdict = verdict_of(self.engine.run(self.images[target], lay.command(self.test), env,
-                                             mounts))
-        side = Side.B if verdict == plain["b"] else Side.A if verdict == plain["a"] else Side.SKIP
-        self.say(f"  {label} ({', '.join(c.unit for c in comps)}): {verdict}, like "
-                 f"{side.value.upper() if side is not Side.SKIP else 'neither'}")
-        return side, ""
-
-
-def _key_of(swap: Swap) -> str:
-    return json.dumps([swap.into, sorted(swap.components)])
-
-
-def _swap_of(key: str) -> Swap:
-    into, units = json.loads(key)
-    return Swap.of(into, units)
-
-
-def _write(path: Path, value: Any) -> None:
-    """Written whole or not at all: a killed run never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=1))
-    tmp.replace(path)
-
-
-class ImageSwaps:
-    """Swap probes between two release images, for the bisection: does PyTorch carry
-    the difference (one swap, no build), and if not, which component does."""
-
-    def __init__(self, engine: Containers, work: Path, test: str, say: Callable[[str], None],
-                 unit: str = "py:torch"):
-        self.engine, self.work, self.test, self.say = engine, work, test, say
-        self.unit = unit          # the distribution whose commits are bisected
-
-    def _of(self, a: str, b: str) -> Attributor:
-        return Attributor(a, b, self.test, self.work, self.engine, self.say)
-
-    def carries(self, a: str, b: str) -> bool | None:
-        """Whether A with B's files of the bisected distribution behaves like B."""
-        side = self._of(a, b).swap_only([self.unit])
-        return None if side is None or side is Side.SKIP else side is Side.B
-
-    def attribute(self, a: str, b: str) -> dict[str, Any]:
-        found = self._of(a, b).run()
-        answer = found.pop("attribution")
-        return dict(found, status=answer.status, culprits=list(answer.culprits),
-                    explanation=answer.explanation)
+    def judge(self, run: Callable[[int], int | None]) -> str:
+        """A verdict from up to `repeat` runs of `run(number)`, stopping once settled."""
+        runs: list[Verdict] = []
+        for number in range(1, self.repeat + 1):
+            runs.append(Verdict(verdict_of(run(number))))
+            if runs_settled(runs, self.repeat, self.policy):
+                break
+        return combine_runs(runs, self.policy).value

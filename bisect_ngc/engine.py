@@ -16,16 +16,19 @@ from .bisection_inputs import Events, Interrupted, Range, Settings, Tier
 from .search import (Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
 from .keys import CacheKey, digest
+from .rerun import verified
 from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
                       finished)
 from .store import Store
 
 if TYPE_CHECKING:
-    from .components import ImageSwaps
+    from .swap_probes import ImageSwaps
     from .wheel_overlay import Overlays
 
 
 class Bisection:
+    verifies = True       # the answer's pair is run again before it is given (rerun.py)
+
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
@@ -190,7 +193,7 @@ class Bisection:
                                       f"{what} at its commit could not be tested in {base}, so "
                                       f"no build can be compared with it",
                           old_outcome=old, new_outcome=new)
-        return Result(Status.NOT_IN_COMMITS, last_old=lo,
+        return Result(Status.NOT_IN_COMMITS, last_old=lo, rests_on=((i, built),),
                       explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
                                   f"{what} at its commit ({self.span.candidates[i][:12]}) built "
                                   f"in {base} behaves {built.value}: the difference is not in "
@@ -227,7 +230,7 @@ class Bisection:
                 self._follow_narrowing(verdicts)
                 tier, step = self.plan(verdicts)
                 if isinstance(step, Result):
-                    step = self._paired(step)
+                    step, rnd = verified(self, sid, rnd, self._paired(step))
                     result = self.result(step)
                     self.store.set_status(sid, SessionStatus(step.status.value), result)
                     return result

@@ -72,6 +72,7 @@ FOREIGN = 10**6      # rounds of the k-th other session are numbered -k * FOREIG
 
 
 class MeasuredBisection(Bisection):
+    verifies = False      # its answer is confirmed by fresh samples (comparator.confirm) instead
     def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
         self.metric = metric
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)

@@ -22,6 +22,7 @@ from .option_rules import Rules
 from .releases import UPSTREAM
 from .search import RepeatPolicy
 from .tiers import MAP_RULES
+from .verification import DEFAULT_VERIFY
 
 DEFAULT_BUILD_TIMEOUT = 6 * 3600.0
 
@@ -188,6 +189,12 @@ OPTIONS: tuple[Opt, ...] = (
        "any: one failing run makes the commit fail (intermittent failures). majority: the "
        "commoner of pass/fail wins; a tie is a skip.",
        type=click.Choice([p.value for p in RepeatPolicy]), default="any", show_default=True),
+    _o("run", "verify", "--verify",
+       "Before an answer is given, run the pair it rests on again, fresh and interleaved, "
+       "this many times each (a probe under --repeat each time; for components, swaps until "
+       "one side leads by this many). The answer stands only if they agree; otherwise it is "
+       "ambiguous (components: unresolved), with the runs. 0: no fresh runs.",
+       type=click.IntRange(0, 20), default=DEFAULT_VERIFY, show_default=True),
     _o("place", "cache_dir", "--cache-dir",
        "Clones, build artifacts, ccache and the release overlay. Default: $BISECT_NGC_CACHE "
        "or ~/.cache/bisect-ngc.", type=_PATH),

@@ -28,8 +28,10 @@ from .history import History
 from .measured import MeasuredBisection, Metric
 from .overlay import OverlayRule
 from .question_recipe import component, make_recipe
-from .recipes import Recipe
-from .components import ImageSwaps, dist_unit
+from .recipes import Recipe, test_identity
+from .components import Evidence, dist_unit
+from .swap_probes import ImageSwaps
+from .verification import DEFAULT_VERIFY
 from .releases import Catalog, Endpoint, containing
 from .search import RepeatPolicy
 from .options import BY_NAME, Options
@@ -169,7 +171,7 @@ class Question:
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         return Bisection(self.store, self.span, self.recipe, self.backend, settings,
                          events=events, ships=self.ships, tiers=tiers,
-                         overlays=self.overlays(), swaps=self.swaps(tiers),
+                         overlays=self.overlays(), swaps=self.swaps(tiers, settings),
                          rebase=self.rebased if follows else None)
 
     def follows_narrowing(self) -> bool:
@@ -194,7 +196,7 @@ class Question:
                         backend=backends.create(opts.backend_name, setup))
         return recipe, again.backend, again.overlays()
 
-    def swaps(self, tiers: list[Tier]) -> ImageSwaps | None:
+    def swaps(self, tiers: list[Tier], settings: Settings) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
         make = getattr(self.backend, "containers", None)    # backends that run images
@@ -206,8 +208,11 @@ class Question:
         r = self.recipe
         work = getattr(engine, "work_dir", None) or self.opts.cache_dir / "components"
         part = component(self.opts)
-        return ImageSwaps(engine, work, r.test_as_is or r.test, self.say,
-                          unit=dist_unit(part.name if part else "torch"))
+        test = r.test_as_is or r.test
+        return ImageSwaps(engine, work, test, self.say,
+                          unit=dist_unit(part.name if part else "torch"),
+                          evidence=Evidence(settings.repeat, settings.policy, settings.verify),
+                          test_identity=test_identity(test))
 
     def overlays(self) -> Overlays | None:
         """Overlay probes, where the recipe says which files ship and the backend can test
@@ -326,4 +331,5 @@ def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ..
 def run_settings(ctx: click.Context, jobs: int, repeat: int, repeat_policy: str,
                  retry_skips: bool) -> Settings:
     return Settings(jobs=jobs, repeat=repeat, policy=RepeatPolicy(repeat_policy),
-                    retry_skips=retry_skips, probe_argv=command_line(ctx))
+                    retry_skips=retry_skips, probe_argv=command_line(ctx),
+                    verify=ctx.params.get("verify", DEFAULT_VERIFY))

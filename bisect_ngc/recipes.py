@@ -7,6 +7,7 @@ fresh container of that image, and run the repro.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shlex
@@ -68,8 +69,11 @@ class Recipe:
                        "submodules": self.submodules})
 
     def test_key(self) -> str:
-        """Everything that decides a test's verdict, given the build."""
+        """Everything that decides a test's verdict, given the build: the scripts on this
+        host that the test names count by their content, so an edit is a new test."""
+        scripts = {**host_scripts(self.test), **host_scripts(self.test_as_is or "")}
         return digest({"test": self.test, "as_is": self.test_as_is, "image": self.image,
+                       **({"scripts": scripts} if scripts else {}),
                        "timeout": self.timeout,
                        "expect_torch_commit": self.expect_torch_commit,
                        "env": sorted(self.env.items()),
@@ -88,6 +92,37 @@ class Recipe:
                 "test_with": install_prelude(placed(self.companions), self.test)
                 if self.companions else None,
                 "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
+
+
+def host_scripts(test: str) -> dict[str, str]:
+    """The files on this host that a test command names by an absolute or home path
+    (`bash ~/repro.sh`, `/work/t.py`), each with the sha256 of its content. A relative
+    path is the commit's own file, which the commit already keys."""
+    try:
+        words = shlex.split(test)
+    except ValueError:
+        words = test.split()
+    found = {}
+    for word in words:
+        for part in word.split("="):
+            path = os.path.expandvars(os.path.expanduser(part))
+            if path.startswith("/") and os.path.isfile(path):
+                found[path] = _content(Path(path))
+    return found
+
+
+def _content(path: Path) -> str:
+    """A file's sha256; past 64 MiB (a data set, not a script), its size and mtime."""
+    stat = path.stat()
+    if stat.st_size > 64 << 20:
+        return f"size={stat.st_size},mtime={stat.st_mtime_ns}"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_identity(test: str) -> Any:
+    """The test as a cache key counts it: its text, with the scripts it names."""
+    scripts = host_scripts(test)
+    return [test, scripts] if scripts else test
 
 
 def _template_dirs() -> list[str]:

@@ -104,6 +104,13 @@ class SlurmJob:
     cancelled_by_us: bool = False
 
 
+def verification_cost(checks: list[ProbeRecord]) -> dict[str, Any]:
+    """What running the answer's pair again cost: probes, test runs and test seconds."""
+    return {"probes": len(checks), "runs": sum(max(1, len(p.runs)) for p in checks),
+            "test_s": round(sum(p.test_s or 0.0 for p in checks), 3),
+            "verdicts": [{"commit": p.commit, "verdict": p.verdict.value} for p in checks]}
+
+
 def tally(probes: list[ProbeRecord]) -> dict[str, int]:
     """probes: commits probed in this session (built, prebuilt or overlaid) and tested;
     builds: probes that compiled (reused builds left out); runs: test executions (a commit

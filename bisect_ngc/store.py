@@ -222,6 +222,14 @@ class Store:
         self.db.execute("UPDATE sessions SET updated=? WHERE id=?", (time.time(), sid))
 
     def probes(self, sid: str) -> list[ProbeRecord]:
+        """The search's probes (the answer's fresh re-runs are `checks`)."""
+        return [p for p in self._all_probes(sid) if not p.details.get("verify")]
+
+    def checks(self, sid: str) -> list[ProbeRecord]:
+        """The probes that ran the answer's pair again before it was given (rerun.py)."""
+        return [p for p in self._all_probes(sid) if p.details.get("verify")]
+
+    def _all_probes(self, sid: str) -> list[ProbeRecord]:
         rows = self.db.execute("SELECT * FROM probes WHERE session=? ORDER BY id", (sid,))
         return [_probe(r) for r in rows.fetchall()]
 

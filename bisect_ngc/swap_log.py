@@ -1,9 +1,9 @@
 """Swap probes' outcomes in SQLite, one row per swap as it comes: shared by every session
-and backend that asks about the same two images with the same test, so a killed run
-resumes and a second question reuses them."""
+and backend that asks about the same two images with the same test and runs per swap, so
+a killed run resumes and a second question reuses them. Rows written under another key
+(an earlier version's single runs, its JSON files) are never read: misses, not hits."""
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from pathlib import Path
@@ -20,20 +20,12 @@ CREATE TABLE IF NOT EXISTS swaps (
 
 
 class SwapLog:
-    def __init__(self, path: Path, attribution: str, legacy: Path | None = None):
+    def __init__(self, path: Path, attribution: str):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(_SCHEMA)
         self.attribution = attribution
-        if legacy is not None and legacy.exists() and not self.outcomes():
-            self._adopt(json.loads(legacy.read_text()))
-
-    def _adopt(self, raw: dict[str, str]) -> None:
-        """Outcomes an earlier version kept in a JSON file (`why:KEY` beside `KEY`)."""
-        for key, outcome in raw.items():
-            if not key.startswith("why:"):
-                self.put(key, outcome, raw.get("why:" + key, ""))
 
     def outcomes(self) -> dict[str, tuple[str, str]]:
         rows = self.db.execute("SELECT key, outcome, why FROM swaps WHERE attribution = ? "

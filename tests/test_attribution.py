@@ -304,19 +304,16 @@ def test_the_diff_names_what_changed_and_nothing_else():
 
 
 
-def test_the_swap_log_keeps_outcomes_and_adopts_an_old_json_file(tmp_path):
-    """Swap outcomes live in SQLite, per attribution; a JSON file of an earlier version
-    is read in once, skip reasons included."""
+def test_the_swap_log_keeps_outcomes_per_attribution(tmp_path):
+    """Swap outcomes live in SQLite, per attribution key, skip reasons and fresh runs
+    included; another key (other images, test or runs per swap) sees none of them."""
     import json
     from bisect_ngc.swap_log import SwapLog
-    legacy = tmp_path / "sessions" / "k.json"
-    legacy.parent.mkdir()
+    log = SwapLog(tmp_path / "swaps.sqlite", "k")
     key = json.dumps(["a", ["py:x"]])
-    legacy.write_text(json.dumps({"plain:a": "pass", key: "skip", "why:" + key: "no load"}))
-    log = SwapLog(tmp_path / "swaps.sqlite", "k", legacy=legacy)
-    assert log.outcomes() == {"plain:a": ("pass", ""), key: ("skip", "no load")}
-    log.put(json.dumps(["b", ["py:x"]]), "a")
-    other = SwapLog(tmp_path / "swaps.sqlite", "other")
-    assert other.outcomes() == {}
-    again = SwapLog(tmp_path / "swaps.sqlite", "k", legacy=legacy)
-    assert len(again.outcomes()) == 3
+    log.put("plain:a", "pass")
+    log.put(key, "skip", "no load")
+    log.put(json.dumps(["a", ["py:x"], 2]), "b")
+    assert SwapLog(tmp_path / "swaps.sqlite", "other").outcomes() == {}
+    again = SwapLog(tmp_path / "swaps.sqlite", "k").outcomes()
+    assert again[key] == ("skip", "no load") and len(again) == 3

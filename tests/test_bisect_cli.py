@@ -53,11 +53,17 @@ def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, run_c
     assert (res["status"], res["first_new"], res["last_old"]) == ("found", shas[233], shas[232])
     assert (res["old_outcome"], res["new_outcome"]) == ("pass", "fail")
     assert res["cached"] == 0
-    assert res["runs"] == len(executions(counter)) + len(res["skipped"])
+    # the search's runs, then the answer's pair run again 3 times each (--verify)
+    assert res["verification"]["probes"] == 6
+    assert res["runs"] + res["verification"]["runs"] == \
+        len(executions(counter)) + len(res["skipped"])
     assert res["first_new_title"] == "change 233"
 
 
-def test_second_identical_run_executes_nothing(tmp_path, counter, run_cli):
+def test_second_identical_run_searches_nothing_and_only_checks_the_answer(tmp_path, counter,
+                                                                          run_cli):
+    """The search comes from the cache; the answer's pair is run again, fresh, in the new
+    session: verdicts of another session never decide alone."""
     make_repo(tmp_path / "r", 120, 77)
     args = bisect_args(tmp_path / "r", tmp_path / "st", "--json")
     code, out, _ = run_cli(args)
@@ -66,7 +72,9 @@ def test_second_identical_run_executes_nothing(tmp_path, counter, run_cli):
     code2, out2, _ = run_cli(args)
     second = json.loads(out2)
     assert code == code2 == 0
-    assert len(executions(counter)) == before
+    assert len(executions(counter)) == before + second["verification"]["runs"] == before + 6
+    assert {c["commit"] for c in second["verification"]["verdicts"]} == \
+        {first["first_new"], first["last_old"]}
     assert second["probes"] == 0 and second["cached"] == first["probes"]
     assert second["first_new"] == first["first_new"]
     assert second["session"] != first["session"]
@@ -82,7 +90,7 @@ def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, run_cli):
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[150]
     assert res["cached"] >= 2  # at least the new endpoint and the commit found
-    assert len(executions(counter)) - before == res["runs"]
+    assert len(executions(counter)) - before == res["runs"] + res["verification"]["runs"]
 
 
 @pytest.mark.parametrize("jobs", [2, 4, 8])
@@ -212,7 +220,7 @@ def test_flaky_repro_with_repeat_any(tmp_path, counter, run_cli):
                                        "2", test=flaky))
     res = json.loads(out)
     assert code == 0 and res["first_new"] == shas[31]
-    assert res["runs"] == len(executions(counter))
+    assert res["runs"] + res["verification"]["runs"] == len(executions(counter))
 
 
 def test_plan_builds_nothing(tmp_path, run_cli):

@@ -74,12 +74,15 @@ def test_finds_the_transition_and_a_second_run_probes_nothing(tmp_path, span):
     first = ScriptedBackend(by_index(40))
     result = run(store, span, first)
     assert result.status == "found" and result.first_new == span.candidates[40]
-    assert result.n_candidates == 63 and len(first.probed) <= 8
+    search = first.probed[:-6]                 # then the answer's pair, 3 times each
+    assert result.n_candidates == 63 and len(search) <= 8
+    assert sorted(first.probed[-6:]) == [39, 39, 39, 40, 40, 40]
     again = ScriptedBackend(by_index(40))
     second = run(store, span, again)
-    assert second.first_new == result.first_new and again.probed == []
+    assert second.first_new == result.first_new and sorted(again.probed) == sorted(
+        first.probed[-6:])                     # a new session checks the answer afresh
     sid = store.sessions()[0].id
-    assert tally(store.probes(sid))["cached"] == len(first.probed)
+    assert tally(store.probes(sid))["cached"] == len(first.probed) - 6    # less the checks
 
 
 def test_an_interrupted_session_resumes_without_repeating_probes(tmp_path, span):
@@ -166,6 +169,9 @@ def test_tiers_go_first_and_a_killed_run_resumes_across_them(tmp_path, span):
     rest = Recording(decide)
     result = bisect(rest)
     assert result.first_new == span.candidates[40]
+    checks = rest.probed[-6:]           # the answer's pair, run again 3 times each
+    assert sorted(checks) == [39, 39, 39, 40, 40, 40]
+    rest.probed = rest.probed[:-6]
     assert not set(first.probed) & set(rest.probed)
     done = first.probed + rest.probed
     builds = [i for i in done if i % 8]

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.repos import BUILD, TEST, make_repo
 from bisect_ngc.errors import UserError
+from bisect_ngc.bisection_inputs import Settings
 from bisect_ngc.question import Options, ask
 from bisect_ngc.search import Verdict
 from bisect_ngc.keys import CacheKey
@@ -141,4 +142,4 @@ def test_companions_change_the_test_key_and_keep_release_mode_off_swaps(tmp_path
     assert plain.recipe.test_key() != withc.recipe.test_key()
     assert plain.recipe.build_key() == withc.recipe.build_key()    # torch builds are shared
     images = [Tier("image", {})]
-    assert plain.swaps(images) is not None and withc.swaps(images) is None
+    assert plain.swaps(images, Settings()) is not None and withc.swaps(images, Settings()) is None

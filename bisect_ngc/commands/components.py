@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import click
 
-from ..components import Attributor
+from ..components import Evidence
+from ..swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from ..json_output import emit, json_option
 from ..progress import say
 from ..options import default_cache, option
+from ..recipes import test_identity
 from ..releases import IMAGE_RE, RELEASE_RE, Catalog
+from ..search import RepeatPolicy
 
 EXIT_NOT_ATTRIBUTED = 4
 
@@ -30,16 +33,21 @@ def _image(catalog: Catalog, spec: str) -> str:
 @option("test", required=True, help="Shell command run in each container; its exit code is "
         "the verdict (0 pass, 125 cannot test, else fail).")
 @option("only")
+@option("repeat", help="Test runs per swap and per image as it is, for flaky tests.")
+@option("repeat_policy")
+@option("verify")
 @option("cache_dir")
 @json_option
-def components(from_, to, test, only, cache_dir, as_json):
+def components(from_, to, test, only, repeat, repeat_policy, verify, cache_dir, as_json):
     """Which part of the container makes image B behave unlike image A.
 
     Inventories both images (Python distributions with their files, shared libraries in
     the CUDA and system library directories, environment variables), then runs A with
     sets of B's differing components put in place (swap probes), narrowing them by delta
-    debugging to a 1-minimal set, confirmed by the reverse swap (B with A's). A swap that
-    cannot run is a skip. Every swap is kept: the same command resumes.
+    debugging to a 1-minimal set. A swap that cannot run is a skip, never a verdict: it is
+    searched around, or the answer is "unresolved". Fresh swaps confirm the answer before
+    it is given (--verify): the set turns A into B, no component of it can go, and B with
+    A's set turns back. Every swap is kept: the same command resumes.
 
     \b
     Example: does Transformer Engine alone make 24.10 behave unlike 24.09?
@@ -50,8 +58,9 @@ def components(from_, to, test, only, cache_dir, as_json):
     catalog = Catalog.load(cache)
     images = [_image(catalog, spec) for spec in (from_, to)]
     from ..backends.docker_engine import DockerContainers      # the SDK only where it is used
+    evidence = Evidence(repeat, RepeatPolicy(repeat_policy), verify)
     result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
-                        say).run(only)
+                        say, evidence, test_identity(test)).run(only)
     answer = result["attribution"]
     if as_json:
         emit(dict(result, attribution=dict(status=answer.status, culprits=list(answer.culprits),

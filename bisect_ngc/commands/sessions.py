@@ -69,14 +69,15 @@ def log(state, session, as_json):
     """Show the probe history of a session, in order."""
     store = Store(default_state(state), readonly=True)
     rec = store.find(session)
-    probes = store.probes(rec.id)
+    probes = store.probes(rec.id) + store.checks(rec.id)
     if as_json:
         emit([{
             "round": p.round, "index": p.idx, "commit": p.commit, "verdict": p.verdict.value,
             "reason": p.reason, "exit_code": p.exit_code, "build_s": p.build_s,
             "test_s": p.test_s, "checkout_s": p.details.get("checkout_s"), "cached": p.cached,
             "runs": p.runs, "logs": p.logs, "tier": p.details.get("tier", "build"),
-            "source": p.details.get("source"), "environment": p.details.get("environment")}
+            "source": p.details.get("source"), "environment": p.details.get("environment"),
+            "verify": p.details.get("verify")}
             for p in probes])
         return 0
     n = len(rec.candidates)
@@ -84,7 +85,8 @@ def log(state, session, as_json):
     for p in probes:
         timing = "" if p.cached else (f" checkout {p.details.get('checkout_s') or 0:.1f}s"
                                       f" build {p.build_s or 0:.1f}s test {p.test_s or 0:.1f}s")
-        tag = (" cached" if p.cached else "") + \
+        tag = (" cached" if p.cached else "") + (" [answer run again]" if p.details.get(
+            "verify") else "") + \
             (f" [{p.details['source']}]" if p.details.get("source") else "")
         why = f" ({p.reason})" if p.reason else ""
         click.echo(f"  round {p.round:>2}  {p.commit[:12]}  {p.idx:>6}/{n - 1}  "
