@@ -39,6 +39,7 @@ class Companion:
     submodules: bool = False
     module: str = ""              # imported after installing: it must load with this torch
     compiled: bool = True         # rebuilt for every probed torch
+    content: str = ""             # wheel: what its bytes are (sha256, or a URL's size+ETag)
 
     @property
     def label(self) -> str:
@@ -56,7 +57,8 @@ class Companion:
     def identity(self) -> list:
         """What decides what this companion is, for cache keys."""
         return [self.name, self.kind, self.source, self.commit or self.rev, self.build,
-                sorted(self.env), self.submodules, self.module, self.compiled]
+                sorted(self.env), self.submodules, self.module, self.compiled,
+                *([self.content] if self.content else [])]
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,8 @@ def parse(spec: str, max_jobs: int | None = None) -> Companion:
         stem = url.rstrip("/").split("/")[-1].removesuffix(".git")
         return Companion(stem.replace("-", "_"), "git", url, _rev(rev, spec), build=build,
                          module=stem.replace("-", "_"))
-    if text.endswith(".whl"):
-        stem = text.rsplit("/", 1)[-1].split("-")[0]
+    if text.partition("#")[0].endswith(".whl"):
+        stem = text.partition("#")[0].rsplit("/", 1)[-1].split("-")[0]
         return Companion(stem, "wheel", text, module=_module_of(stem))
     if at and name and not any(c in name for c in "/:"):
         raise UserError(f"--with {spec}: '{name}' is not a preset",
