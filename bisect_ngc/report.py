@@ -23,7 +23,7 @@ import jinja2
 from .environments import Environment
 from .metric_plot import metric_svg
 from .search import Verdict, ceil_log, open_interval
-from .records import ProbeRecord, tally
+from .records import ProbeRecord, tally, verification_cost
 from .store import Store
 
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
@@ -263,6 +263,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "excerpt": _excerpt(store.root, failing), "failing": failing,
         "log_prefix": os.path.relpath(store.root, out.parent),
         "tally": tally(probes),
+        "checks": verification_cost(store.checks(rec.id)),
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         **_costs(probes, n, len(result.skipped if result else [])),
     }

@@ -104,6 +104,24 @@ def test_a_wheel_built_once_says_so_instead_of_naming_a_culprit(repos, tmp_path,
         [p.reason for p in skipped]
 
 
+def test_a_rebuilt_wheel_of_the_same_name_is_probed_again(repos, tmp_path, run_cli):
+    """Finding 3 of issue 30: pip writes the same file name for the same version, so a
+    wheel known by its path answered from the cache after a rebuild (0 probes, exit 0)."""
+    from benchmarks.companion_repos import wheel
+    torch, shas, comp = repos
+    out = tmp_path / "kit"
+    path = wheel(out, "kit", "1.0", {"kit/__init__.py": b"ok = True\n"}, purelib=True)
+    test = 'python3 -c "import kit, sys; sys.exit(0 if kit.ok else 125)" && ' + TEST
+    code, first, err = bisect(run_cli, repos, tmp_path, "--with", str(path), test=test)
+    assert code == 0 and json.loads(first)["first_new"] == shas[NEW_FROM], err
+    path.unlink()
+    assert wheel(out, "kit", "1.0", {"kit/__init__.py": b"ok = False\n"}, purelib=True) == path
+    code, again, err = bisect(run_cli, repos, tmp_path, "--with", str(path), test=test)
+    res = json.loads(again)
+    assert code == 3 and res["status"] == "invalid-endpoints" and res["probes"] == 2, res
+    assert res["cached"] == 0 and res["builds"] == 0         # torch's builds are reused
+
+
 @pytest.mark.parametrize("spec,says", [
     ("git+{comp}@no-such-tag", "revision 'no-such-tag' is not in"),
     ("nonsense@v1", "'nonsense' is not a preset"),

@@ -95,3 +95,6 @@ def test_a_flake_at_the_answer_is_caught_before_it_is_given(tmp_path, monkeypatc
     assert res["verification"]["probes"] >= 1
     _, log, _ = run_cli(["log", "--state", tmp_path / "st"])
     assert "[answer run again]" in log
+    from pathlib import Path
+    md = Path(res["report"]).read_text()
+    assert "The answer's pair run again, fresh, before it was given" in md
