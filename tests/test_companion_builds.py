@@ -111,7 +111,8 @@ def test_a_rebuilt_wheel_of_the_same_name_is_probed_again(repos, tmp_path, run_c
     torch, shas, comp = repos
     out = tmp_path / "kit"
     path = wheel(out, "kit", "1.0", {"kit/__init__.py": b"ok = True\n"}, purelib=True)
-    test = 'python3 -c "import kit, sys; sys.exit(0 if kit.ok else 125)" && ' + TEST
+    test = ('python3 -c "import kit, sys; sys.exit(0 if kit.ok else 125)" && python3 -c '
+            '"import torch, sys; sys.exit(torch.behaviour != \'old\')"')
     code, first, err = bisect(run_cli, repos, tmp_path, "--with", str(path), test=test)
     assert code == 0 and json.loads(first)["first_new"] == shas[NEW_FROM], err
     path.unlink()
