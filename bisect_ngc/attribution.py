@@ -32,6 +32,11 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 
 
+# Up to this many differing components, "not in these components" also asks each one
+# alone, so that one masked by another (the rule is not monotone) is not missed.
+MASKING_CHECKS = 16
+
+
 class Side(str, Enum):
     """Whose behaviour a swap showed."""
 
@@ -133,15 +138,26 @@ def _not_in(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, S
         return Attribution("unresolved", unresolved=_skips(seen),
                            explanation=f"A with B's other {len(names)} differing component(s) "
                                        f"still behaves like A; {_cannot(outside)}")
-    if ask(Swap.of("b", names)) is Side.A:
+    back = fresh(ask, Swap.of("b", names), verify, BACK)
+    if back is Side.A or back is None:
         return Attribution("unresolved", unresolved=_skips(seen),
                            explanation="A with all of B's differing components behaves like "
-                                       "A, yet B with all of A's behaves like A too: the "
-                                       "components act together with something outside them")
+                                       "A, yet B with all of A's " + (
+                                           "behaves like A too: the components act together "
+                                           "with something outside them" if back is Side.A
+                                           else _unsettled(None)))
+    if len(names) <= MASKING_CHECKS:
+        alone = next((n for n in names if ask(Swap.of("a", [n])) is Side.B), None)
+        if alone is not None:
+            return Attribution("unresolved", unresolved=_skips(seen),
+                               explanation=f"A with B's {alone} alone behaves like B, but with "
+                                           f"all of B's components like A: they mask each "
+                                           f"other (the rule is not monotone)")
     return Attribution("not-in-components", unresolved=_skips(seen),
                        explanation=f"A with all {len(names)} differing components of B "
-                                   f"still behaves like A: the difference is not in these "
-                                   f"components")
+                                   f"still behaves like A, and B with A's "
+                                   f"{'like B' if back is Side.B else '(that swap cannot be made)'}"
+                                   f": the difference is not in these components")
 
 
 def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
@@ -158,7 +174,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
                                            f"{_unsettled(whole)}")
         dropped = None
         for c in found if len(found) > 1 else ():
-            without = fresh(ask, Swap.of("a", [x for x in found if x != c]), verify)
+            without = fresh(ask, Swap.of("a", [x for x in found if x != c]), verify, WITHOUT)
             if without is Side.B:
                 dropped = c
                 break
@@ -170,7 +186,7 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
         if dropped is None:
             break
         found.remove(dropped)
-    back = fresh(ask, Swap.of("b", found), verify)
+    back = fresh(ask, Swap.of("b", found), verify, BACK)
     named = ", ".join(found)
     if back is Side.A:
         status, explanation = "found", (f"A with B's {named} behaves like B, and B with A's "
@@ -183,7 +199,13 @@ def _confirm(culprits: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swa
     return Attribution(status, tuple(found), _skips(seen), explanation)
 
 
-def fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int) -> Side | None:
+# Fresh runs are numbered per role, so no run serves two checks: a set confirmed whole
+# after a component was dropped from it gets runs that did not decide the drop.
+WHOLE, WITHOUT, BACK = 0, 100, 200
+
+
+def fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int, role: int = WHOLE
+          ) -> Side | None:
     """The side fresh runs of `swap` settle on: the first to lead the other by `verify`
     runs (a sequential test: a wrong side needs `verify` more wrong runs than right ones),
     within 4·verify tries. SKIP when too few runs could run to settle it; None when both
@@ -192,7 +214,7 @@ def fresh(ask: Callable[[Swap], Side], swap: Swap, verify: int) -> Side | None:
         return ask(swap)
     counts = {Side.A: 0, Side.B: 0, Side.SKIP: 0}
     for k in range(1, 4 * verify + 1):
-        counts[ask(Swap(swap.into, swap.components, k))] += 1
+        counts[ask(Swap(swap.into, swap.components, role + k))] += 1
         for side, other in ((Side.A, Side.B), (Side.B, Side.A)):
             if counts[side] - counts[other] >= verify:
                 return side

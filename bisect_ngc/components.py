@@ -145,7 +145,9 @@ def layout(components: list[Component], into: str, extracted: Path, root: Path,
            target_python: str, donor_python: str) -> SwapLayout:
     """The swap of `components` into image `into` ("a": B's versions go into A)."""
     donor = (lambda c: c.in_b) if into == "a" else (lambda c: c.in_a)
-    key = hashlib.sha256(json.dumps([into, sorted(c.unit for c in components)]).encode())
+    # per donor extraction too: a directory's links point into one image's files
+    key = hashlib.sha256(json.dumps([into, sorted(c.unit for c in components),
+                                     str(extracted)]).encode())
     directory = root / key.hexdigest()[:16]
     env: dict[str, str] = {}
     unset: list[str] = []

@@ -193,7 +193,8 @@ class Bisection:
                                       f"{what} at its commit could not be tested in {base}, so "
                                       f"no build can be compared with it",
                           old_outcome=old, new_outcome=new)
-        return Result(Status.NOT_IN_COMMITS, last_old=lo, rests_on=((i, built),),
+        return Result(Status.NOT_IN_COMMITS, last_old=lo,
+                      rests_on=((i, "image", self.image_verdicts[i]), (i, "build", built)),
                       explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
                                   f"{what} at its commit ({self.span.candidates[i][:12]}) built "
                                   f"in {base} behaves {built.value}: the difference is not in "

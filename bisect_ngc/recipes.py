@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import os
 import shlex
 import shutil
@@ -94,29 +95,33 @@ class Recipe:
                 "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 
+# Where a path in a shell command ends: blanks, quotes, operators, redirections, `=`.
+_PATH_ENDS = re.compile(r"""[\s'"`;|&<>()=]+""")
+_NOT_SCRIPTS = ("/proc/", "/sys/", "/dev/")
+
+
 def host_scripts(test: str) -> dict[str, str]:
     """The files on this host that a test command names by an absolute or home path
-    (`bash ~/repro.sh`, `/work/t.py`), each with the sha256 of its content. A relative
-    path is the commit's own file, which the commit already keys."""
-    try:
-        words = shlex.split(test)
-    except ValueError:
-        words = test.split()
+    (`bash ~/repro.sh`, `/work/t.py;`, `S=$HOME/t.sh`), each with the sha256 of its
+    content. A relative path is the commit's own file, which the commit already keys; a
+    folder is not read (name its scripts); /proc, /sys and /dev are not files."""
     found = {}
-    for word in words:
-        for part in word.split("="):
-            path = os.path.expandvars(os.path.expanduser(part))
-            if path.startswith("/") and os.path.isfile(path):
-                found[path] = _content(Path(path))
+    for part in _PATH_ENDS.split(test):
+        path = os.path.expandvars(os.path.expanduser(part))
+        if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and os.path.isfile(path):
+            found[path] = _content(Path(path))
     return found
 
 
 def _content(path: Path) -> str:
     """A file's sha256; past 64 MiB (a data set, not a script), its size and mtime."""
     stat = path.stat()
-    if stat.st_size > 64 << 20:
-        return f"size={stat.st_size},mtime={stat.st_mtime_ns}"
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        if stat.st_size <= 64 << 20:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:           # unreadable here: its size and date still tell an edit
+        pass
+    return f"size={stat.st_size},mtime={stat.st_mtime_ns}"
 
 
 def test_identity(test: str) -> Any:

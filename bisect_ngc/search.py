@@ -55,7 +55,7 @@ class Result:
     new_outcome: Verdict | None = None
     skipped: tuple[int, ...] = field(default=())
     stopped_early: bool = False       # by skip_limit, before the search was done
-    rests_on: tuple[tuple[int, Verdict], ...] = ()   # besides a found pair: what to re-run
+    rests_on: tuple[tuple[int, str, Verdict], ...] = ()   # (index, tier, verdict) to re-run
 
 
 def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1,

@@ -106,7 +106,7 @@ class Attributor:
         plain = self._plain()
         out: dict[str, Any] = {"images": self.images, "digests": self.digests,
                                "outcomes": plain, "components": [c.__dict__ for c in comps],
-                               "unswappable": {}, "swaps": []}
+                               "unswappable": {}, "swaps": [], "checks": []}
         if "skip" in plain.values() or plain["a"] == plain["b"]:
             out["attribution"] = Attribution(
                 "invalid-endpoints", explanation=f"A {plain['a']}s and B {plain['b']}s as they "

@@ -101,7 +101,7 @@ def test_a_difference_outside_the_components_names_none():
             probes += swap.check == 0
             seen[swap] = Side.A if swap.into == "a" else Side.B
     assert answer.status == "not-in-components" and not answer.culprits
-    assert probes == 2 and len(seen) == 2 + 3      # everything both ways, then 3 fresh runs
+    assert probes == 1 and len(seen) == 1 + 3 + 3  # everything, then 3 fresh runs each way
     assert "not in these components" in answer.explanation
 
 
@@ -147,14 +147,16 @@ class World:
     put in. Each swap's observation is drawn once, seeded: a skip with chance `skip`, else
     the wrong side with chance `flake`."""
 
-    def __init__(self, names, rule, seed, skip=0.0, flake=0.0, hidden=frozenset()):
+    def __init__(self, names, rule, seed, skip=0.0, flake=0.0, hidden=frozenset(),
+                 outside=frozenset()):
         import random
         self.names, self.rule, self.hidden = frozenset(names), rule, frozenset(hidden)
+        self.outside = frozenset(outside)     # differs, but no inventory lists it
         self.rng, self.skip, self.flake = random.Random(seed), skip, flake
 
     def truth(self, swap: Swap) -> Side:
         present = swap.components if swap.into == "a" else \
-            (self.names | self.hidden) - swap.components
+            (self.names | self.hidden | self.outside) - swap.components
         return Side.B if self.rule(frozenset(present)) else Side.A
 
     def observe(self, swap: Swap) -> Side:
@@ -183,7 +185,9 @@ def exact(world: World, answer: Attribution) -> bool:
         return (a(named) is Side.B and world.truth(Swap.of("b", named)) is Side.A and
                 all(a(named - {c}) is Side.A for c in named))
     if answer.status == "not-in-components":
-        return not world.hidden and a(world.names) is Side.A
+        return (not world.hidden and a(world.names) is Side.A and
+                world.truth(Swap.of("b", world.names)) is Side.B and
+                all(a({c}) is Side.A for c in world.names))
     return answer.status in ("unresolved", "unconfirmed")
 
 
@@ -223,14 +227,15 @@ def test_a_rule_that_is_not_monotone_is_unresolved_or_exact(n, seed, data):
     that no swap can put in, and skips."""
     names = [f"c{k}" for k in range(n)]
     hidden = frozenset(data.draw(st.sets(st.sampled_from(["h0", "h1"]), max_size=1)))
+    outside = frozenset(data.draw(st.sets(st.just("o"), max_size=1)))   # not inventoried
     table = data.draw(st.lists(st.booleans(), min_size=2 ** (n + 1), max_size=2 ** (n + 1)))
-    order = names + sorted(hidden)
+    order = names + sorted(hidden) + sorted(outside)
     index = lambda s: sum(1 << order.index(x) for x in s)       # noqa: E731
     # The images as they are: A (nothing of B's) behaves like A, B (all of it) like B.
     rule = lambda s: s == frozenset(order) or bool(s) and table[index(s) % len(table)]  # noqa
 
     world = World(names, rule, seed, skip=data.draw(st.sampled_from([0.0, 0.05])),
-                  hidden=hidden)
+                  hidden=hidden, outside=outside)
     answer = world.attribute()
     assert exact(world, answer), answer
 
@@ -255,6 +260,29 @@ def test_a_culprit_no_swap_can_put_in_is_unresolved_not_a_definite_no():
     world = World(["c0", "c1", "c2"], lambda s: "h0" in s, seed=1, hidden={"h0"})
     answer = world.attribute()
     assert answer.status == "unresolved" and "h0" in answer.explanation
+
+
+def test_the_runs_that_drop_a_component_never_confirm_what_is_left():
+    """C and F are needed together; the fresh runs of A with B's {F} that decide whether C
+    is needed come out B (flaky). Confirming {F} must take runs of its own."""
+    names = ["C", "F", "K"]
+    seen: dict[Swap, Side] = {}
+    while not isinstance(step := next_swaps(names, seen), Attribution):
+        for swap in step:
+            present = swap.components if swap.into == "a" else frozenset(names) - \
+                swap.components
+            flaky = swap.into == "a" and swap.components == {"F"} and 100 < swap.check < 200
+            seen[swap] = Side.B if flaky or {"C", "F"} <= present else Side.A
+    assert step.status != "found" or set(step.culprits) == {"C", "F"}, step
+
+
+def test_a_component_masked_by_another_is_not_called_outside():
+    """B's X alone turns A into B, B's Y hides it: "not in these components" would be
+    wrong (the rule is not monotone)."""
+    world = World(["X", "Y", "Z"], lambda s: ("X" in s and "Y" not in s) or "h" in s, seed=3,
+                  outside={"h"})
+    answer = world.attribute()
+    assert answer.status == "unresolved" and "mask" in answer.explanation, answer
 
 
 def test_an_unneeded_component_the_search_picked_is_dropped_by_the_fresh_swaps():
@@ -285,6 +313,22 @@ def test_swaps_that_cannot_be_made_say_why():
     assert "built for Python 3.12; this image runs 3.10" in cannot_swap(
         Component("py:te", "1.10", "2.6"), "a", "3.10", "3.12")
     assert cannot_swap(lib, "a", "3.10", "3.12") == ""       # a library knows no Python
+
+
+def test_a_swap_directory_belongs_to_one_donor_image(tmp_path):
+    """Two image pairs on one cache swap the same unit from two extractions: each swap
+    links its own donor's files, never the first pair's."""
+    from bisect_ngc.components import Component, layout, safe
+    torch = Component("py:torch", "2.4", "2.5")
+    dirs = []
+    for donor in ("one", "two"):
+        files = tmp_path / donor / safe("py:torch") / "torch"
+        files.mkdir(parents=True)
+        (files / "__init__.py").write_text(donor)
+        lay = layout([torch], "a", tmp_path / donor, tmp_path / "swaps", "3.12", "3.12")
+        assert (lay.directory / "site" / "torch" / "__init__.py").read_text() == donor
+        dirs.append(lay.directory)
+    assert dirs[0] != dirs[1]
 
 
 def test_the_diff_names_what_changed_and_nothing_else():

@@ -9,8 +9,8 @@ from typing import Callable
 import pytest
 
 from benchmarks.repos import make_repo
-from bisect_ngc.backends.base import BackendLost, ProbeOutcome
-from bisect_ngc.bisection_inputs import Range, Settings
+from bisect_ngc.backends.base import BackendLost, ProbeOutcome, Source
+from bisect_ngc.bisection_inputs import Range, Settings, Tier
 from bisect_ngc.engine import Bisection
 from bisect_ngc.records import tally
 from bisect_ngc.history import History
@@ -182,3 +182,26 @@ def test_tiers_go_first_and_a_killed_run_resumes_across_them(tmp_path, span):
     # after the last nightly probe
     assert set(builds) - {63} <= set(range(33, 40)) and len(builds) <= 1 + 3
     assert inner and min(inner) > max(nightlies)
+
+
+def test_one_flaky_image_run_never_ends_the_session_as_not_in_commits(tmp_path, span):
+    """Issue 30: the release image at 20 fails once (a flake); the build of its commit
+    passes. "Not in these commits" rests on both, so both are run again: the image's
+    fresh run passes, and the answer is ambiguous, not exit 5."""
+    tiers = [Tier("image", {i: Source("image", f"img{i}", f"NGC {i}") for i in (0, 20, 48, 63)})]
+    count: dict[tuple[int, str], int] = {}
+
+    class Flaky(ScriptedBackend):
+        def run_round(self, requests, on_phase):
+            for r in requests:
+                key = (r.index, r.tier.value)
+                count[key] = count.get(key, 0) + 1
+                v = Verdict.PASS if r.index < 40 else Verdict.FAIL
+                if key == (20, "image") and count[key] == 1:
+                    v = Verdict.FAIL
+                yield r, ProbeOutcome(v, runs=[v])
+
+    result = Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"),
+                       Flaky(by_index(40)), Settings(), tiers=tiers).run()
+    assert result.status == "ambiguous" and "#20 (image)" in result.explanation, result
+    assert count[(20, "image")] == 2 and count[(20, "build")] >= 2

@@ -10,25 +10,28 @@ from hypothesis import strategies as st
 
 from benchmarks.repos import TEST, make_repo
 from bisect_ngc.search import Result, Status, Verdict
-from bisect_ngc.verification import next_round, settle
+from bisect_ngc.verification import claims, next_round, settle
 
 from .test_bisect_cli import bisect_args
 
 P, F, S = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
 FOUND = Result(Status.FOUND, first_new=7, last_old=6, candidates=(7,), old_outcome=P,
                new_outcome=F)
+PAIRS = claims(FOUND, lambda i: "build")
 
 
 def drive(fresh_runs: dict[int, list[Verdict]], verify: int = 3,
           seen: dict[int, list[Verdict]] | None = None) -> tuple[Result, int]:
     """Play the rounds: each round takes the next fresh verdict of each index asked."""
-    fresh: dict[int, list[Verdict]] = {} if seen is None else seen
+    keyed: dict[tuple[int, str], list[Verdict]] = {}
     rounds = 0
-    while step := next_round(FOUND, fresh, verify):
+    while step := next_round(PAIRS, keyed, verify):
         rounds += 1
-        for i in step:
-            fresh.setdefault(i, []).append(fresh_runs[i][len(fresh.get(i, []))])
-    return settle(FOUND, fresh, verify, 10), rounds
+        for i, tier, _ in step:
+            keyed.setdefault((i, tier), []).append(fresh_runs[i][len(keyed.get((i, tier), []))])
+    if seen is not None:
+        seen.update({i: v for (i, _), v in keyed.items()})
+    return settle(FOUND, PAIRS, keyed, verify, 10), rounds
 
 
 def test_the_pair_is_run_again_interleaved_and_the_answer_stands_when_it_agrees():
@@ -39,7 +42,7 @@ def test_the_pair_is_run_again_interleaved_and_the_answer_stands_when_it_agrees(
 def test_one_disagreeing_run_makes_it_ambiguous_with_the_runs():
     answer, rounds = drive({6: [P, F, P], 7: [F] * 3})
     assert answer.status is Status.AMBIGUOUS and answer.first_new is None
-    assert "did not hold up" in answer.explanation and "#6 was pass, again pass, fail" in \
+    assert "did not hold up" in answer.explanation and "#6 (build) was pass, again pass, fail" in \
         answer.explanation
     assert rounds == 2                       # no more runs once it cannot stand
 
@@ -69,7 +72,21 @@ def test_found_stands_only_on_verify_agreeing_fresh_runs(verify, old, new):
 
 def test_other_answers_are_given_as_they_are():
     stop = Result(Status.INVALID_ENDPOINTS, explanation="both pass")
-    assert next_round(stop, {}, 3) == () and settle(stop, {}, 3, 10) == stop
+    assert claims(stop, lambda i: "build") == ()
+    assert next_round((), {}, 3) == () and settle(stop, (), {}, 3, 10) == stop
+
+
+def test_not_in_commits_rests_on_the_image_and_the_build_each_run_again():
+    """The release image's verdict at the commit and the build's both count: a flaky
+    image run must not end the session alone (exit 5)."""
+    answer = Result(Status.NOT_IN_COMMITS, last_old=0,
+                    rests_on=((20, "image", F), (20, "build", P)))
+    pairs = claims(answer, lambda i: "build")
+    assert next_round(pairs, {}, 2) == pairs
+    fresh = {(20, "image"): [P], (20, "build"): [P]}
+    assert next_round(pairs, fresh, 2) == ()               # the image disagreed: stop
+    out = settle(answer, pairs, fresh, 2, 30)
+    assert out.status is Status.AMBIGUOUS and "#20 (image)" in out.explanation
 
 
 # Commits 19..22 (old) fail on their first run only: a flake the search can meet.

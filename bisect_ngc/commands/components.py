@@ -75,6 +75,8 @@ def components(from_, to, test, only, repeat, repeat_policy, verify, cache_dir, 
                 "  (no swap: it is not in B)" if c["unit"] in cannot else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
         click.echo(f"{answer.status}: {answer.explanation}.")
+        click.echo(f"{len(result['swaps'])} swap(s) searched, {len(result['checks'])} fresh "
+                   f"swap(s) checked the answer (--verify {verify}).")
         if any(u.startswith("py:torch") for u in culprits):
             click.echo(f"next, PyTorch's commits between them: bisect-ngc bisect --from {from_} "
                        f"--to {to}")
