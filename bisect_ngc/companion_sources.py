@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import git
-import requests
 
 from .companions import Companion
 from .errors import UserError
@@ -71,6 +70,7 @@ def wheel_content(c: Companion) -> str:
     url, _, fragment = c.source.partition("#")
     if fragment.startswith("sha256="):
         return fragment
+    import requests          # only a URL wheel needs it (a headless start loads no HTTP)
     try:
         head = requests.head(url, allow_redirects=True, timeout=30)
         head.raise_for_status()

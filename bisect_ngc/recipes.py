@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import re
 import os
 import shlex
 import shutil
@@ -95,21 +94,40 @@ class Recipe:
                 "build_key": self.build_key()[:16], "test_key": self.test_key()[:16]}
 
 
-# Where a path in a shell command ends: blanks, quotes, operators, redirections, `=`.
-_PATH_ENDS = re.compile(r"""[\s'"`;|&<>()=]+""")
+# Commands that run the file named after them (their options aside).
+_RUNNERS = {"sh", "bash", "zsh", "dash", "ksh", "source", ".", "python", "python3", "perl",
+            "ruby", "node", "env", "exec", "time", "nohup", "timeout"}
+_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "\n"}
 _NOT_SCRIPTS = ("/proc/", "/sys/", "/dev/")
 
 
 def host_scripts(test: str) -> dict[str, str]:
-    """The files on this host that a test command names by an absolute or home path
-    (`bash ~/repro.sh`, `/work/t.py;`, `S=$HOME/t.sh`), each with the sha256 of its
-    content. A relative path is the commit's own file, which the commit already keys; a
-    folder is not read (name its scripts); /proc, /sys and /dev are not files."""
-    found = {}
-    for part in _PATH_ENDS.split(test):
-        path = os.path.expandvars(os.path.expanduser(part))
-        if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and os.path.isfile(path):
-            found[path] = _content(Path(path))
+    """The scripts on this host that a test command runs, named by an absolute or home
+    path (`~/repro.sh`, `bash /work/t.sh;`, `python3 "$HOME/t.py"`), each with the sha256
+    of its content: the command's own word, or the first argument of a shell or an
+    interpreter. Files it only reads or writes (a counter, `>> /tmp/log`) are not the
+    test; a relative path is the commit's own file, which the commit already keys."""
+    try:
+        lexer = shlex.shlex(test, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = test.split()
+    found, runs_next = {}, True
+    for word in words:
+        if word in _SEPARATORS or set(word) <= set(";&|()"):
+            runs_next = True
+            continue
+        if set(word) <= set("<>&|") or (runs_next and "=" in word and
+                                        not word.startswith(("/", "~", "$"))):
+            continue                       # a redirection, or VAR=value before a command
+        if runs_next or word.startswith("-"):
+            path = os.path.expandvars(os.path.expanduser(word))
+            if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and \
+                    os.path.isfile(path):
+                found[path] = _content(Path(path))
+            runs_next = word.startswith("-") or word.replace(".", "").isdigit() or \
+                os.path.basename(word) in _RUNNERS
     return found
 
 
