@@ -28,28 +28,16 @@ from bisect_ngc.recipes import Recipe  # noqa: E402
 from bisect_ngc.search import RepeatPolicy  # noqa: E402
 from bisect_ngc.store import Store  # noqa: E402
 from bisect_ngc.verdicts import RunFact, judge_probe  # noqa: E402
+from tests.test_engine import ScriptedBackend  # noqa: E402
 
 
-class FlakyRuns:
+class FlakyRuns(ScriptedBackend):
     """A backend whose test runs are drawn, not executed."""
 
-    name = "scripted"
-
     def __init__(self, transition: int, fail_rate: float, rng: random.Random):
+        super().__init__(lambda i: None)
         self.transition, self.fail_rate, self.rng = transition, fail_rate, rng
         self.runs = 0
-
-    def describe(self):
-        return {"backend": self.name}
-
-    def environment(self):
-        return "scripted"
-
-    def prepare(self):
-        pass
-
-    def cancel(self):
-        pass
 
     def run_round(self, requests, on_phase):
         for req in requests:

@@ -224,35 +224,44 @@ def test_a_skipped_swap_never_adds_a_component_that_does_nothing(pair, tmp_path,
     assert code == 4
 
 
+def release_bisect(run_cli, pair, tmp_path, monkeypatch, test: str, *extra,
+                   history=(40, 23), ships=(5, 30)):
+    """`bisect --from 90.01 --to 90.02` over a generated PyTorch history (n commits, new
+    from one), the releases shipping two of them, the pair tagged as their images.
+    Returns (exit code, the JSON result, stderr, shas)."""
+    from benchmarks.repos import make_repo
+    from .test_tiers import catalog
+    shas = make_repo(tmp_path / "pytorch", *history)
+    monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(
+        tmp_path, [("90.01", shas[ships[0]]), ("90.02", shas[ships[1]])])))
+    client = docker_client()
+    for side, name in zip(pair, ("90.01", "90.02")):
+        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    try:
+        code, out, err = run_cli([
+            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
+            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
+            test, "--no-nightlies", "--gpus", "none", "--state", tmp_path / "st", "--cache-dir",
+            tmp_path / "cache", "--quiet", "--json", *extra])
+    finally:
+        for name in ("90.01", "90.02"):
+            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
+    return code, json.loads(out), err, shas
+
+
 def test_release_mode_never_says_not_in_pytorch_from_one_flaky_swap(pair, tmp_path, run_cli,
                                                                      monkeypatch):
     """Finding 1 of issue 30: B's PyTorch makes the test fail, except on the first run
     of a swap (a flake, seeded by BISECT_RUN). With --repeat 3 --repeat-policy any, the
     swap that asks "does B's PyTorch carry it?" runs until a run fails, so the commits
     are bisected; one run said "not in PyTorch" (exit 5)."""
-    from benchmarks.repos import make_repo
-    from .test_tiers import catalog
-    shas = make_repo(tmp_path / "pytorch", 40, 23)
-    monkeypatch.setenv("BISECT_NGC_CATALOG",
-                       str(catalog(tmp_path, [("90.01", shas[5]), ("90.02", shas[30])])))
-    client = docker_client()
-    for side, name in zip(pair, ("90.01", "90.02")):
-        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
     flaky = ("import torch, os, sys; first = os.environ.get('BISECT_RUN', '1') == '1'; "
              "swapped = 'swaps' in os.environ.get('PYTHONPATH', ''); "
              "sys.exit(torch.behaviour != 'a' and not (first and swapped))")
     test = ('if [ -f "$BISECT_ARTIFACTS/out" ]; then test "$(cat "$BISECT_ARTIFACTS/out")" = '
             f'old; else python3 -c "{flaky}"; fi')
-    try:
-        code, out, err = run_cli([
-            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
-            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
-            test, "--no-nightlies", "--gpus", "none", "--repeat", "3", "--state",
-            tmp_path / "st", "--cache-dir", tmp_path / "cache", "--quiet", "--json"])
-    finally:
-        for name in ("90.01", "90.02"):
-            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
-    res = json.loads(out)
+    code, res, err, shas = release_bisect(run_cli, pair, tmp_path, monkeypatch, test,
+                                          "--repeat", "3")
     assert code == 0 and res["first_new"] == shas[23], (res, err)
     assert swap_rows(tmp_path)[json.dumps(["a", ["py:torch"]])] == "b"
 
@@ -261,26 +270,10 @@ def test_release_mode_names_the_component_with_no_build(pair, tmp_path, run_cli,
     """Case A of issue 21: two releases whose images differ outside PyTorch. One swap of
     the newer PyTorch into the older image says PyTorch does not carry the difference, so
     no commit is named and nothing is built; attribution names the variable."""
-    from benchmarks.repos import make_repo
     from bisect_ngc.store import Store
-    from .test_tiers import catalog
-    shas = make_repo(tmp_path / "pytorch", 30, 29)           # every commit in range: old
-    monkeypatch.setenv("BISECT_NGC_CATALOG",
-                       str(catalog(tmp_path, [("90.01", shas[5]), ("90.02", shas[20])])))
-    client = docker_client()
-    for side, name in zip(pair, ("90.01", "90.02")):
-        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
-    try:
-        code, out, err = run_cli([
-            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
-            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
-            'test "$DEMO_MODE" = old', "--no-nightlies",
-            "--gpus", "none", "--state", tmp_path / "st", "--cache-dir", tmp_path / "cache",
-            "--quiet", "--json"])
-    finally:
-        for name in ("90.01", "90.02"):
-            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
-    res = json.loads(out)
+    code, res, err, _ = release_bisect(run_cli, pair, tmp_path, monkeypatch,
+                                       'test "$DEMO_MODE" = old', history=(30, 29),
+                                       ships=(5, 20))       # every commit in range: old
     assert code == 5 and res["status"] == "not-in-commits" and res["first_new"] is None, err
     assert "nothing was built" in res["explanation"] and res["builds"] == 0
     probes = Store(tmp_path / "st").probes(res["session"])
@@ -355,28 +348,11 @@ def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_p
     """Case B of issue 21: the images differ through their PyTorch. One swap says so, the
     build environment reproduces both releases' verdicts at their own commits, and the
     commit bisection names the commit, with builds in the older release's image."""
-    from benchmarks.repos import make_repo
     from bisect_ngc.store import Store
-    from .test_tiers import catalog
-    shas = make_repo(tmp_path / "pytorch", 40, 23)
-    monkeypatch.setenv("BISECT_NGC_CATALOG",
-                       str(catalog(tmp_path, [("90.01", shas[5]), ("90.02", shas[30])])))
-    client = docker_client()
-    for side, name in zip(pair, ("90.01", "90.02")):
-        client.images.get(side).tag(f"nvcr.io/nvidia/pytorch:{name}-py3")
     # Builds leave `out`; an image as it is (or with a swap) answers through its torch.
     test = ('if [ -f "$BISECT_ARTIFACTS/out" ]; then test "$(cat "$BISECT_ARTIFACTS/out")" = '
             'old; else python3 -c "import torch, sys; sys.exit(torch.behaviour != \'a\')"; fi')
-    try:
-        code, out, err = run_cli([
-            "bisect", "--from", "90.01", "--to", "90.02", "--torch-repo", tmp_path / "pytorch",
-            "--backend", "docker", "--build", 'cp behaviour "$BISECT_ARTIFACTS/out"', "--test",
-            test, "--no-nightlies", "--gpus", "none", "--state", tmp_path / "st", "--cache-dir",
-            tmp_path / "cache", "--quiet", "--json"])
-    finally:
-        for name in ("90.01", "90.02"):
-            client.images.remove(f"nvcr.io/nvidia/pytorch:{name}-py3")
-    res = json.loads(out)
+    code, res, err, shas = release_bisect(run_cli, pair, tmp_path, monkeypatch, test)
     assert code == 0 and res["first_new"] == shas[23], (res, err)
     probes = Store(tmp_path / "st").probes(res["session"])
     built = [p for p in probes if p.details["tier"] == "build"]

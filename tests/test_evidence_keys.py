@@ -94,3 +94,20 @@ def test_only_scripts_the_test_runs_on_this_host_count(tmp_path):
     assert Recipe(build=None, test="./t.sh").test_key() == Recipe(build=None,
                                                                   test="./t.sh").test_key()
     assert list(host_scripts(f"sh {tmp_path / 't.sh'}")) == [str(tmp_path / "t.sh")]
+
+
+def test_an_edited_test_script_is_probed_again_not_answered_from_the_cache(tmp_path, run_cli):
+    """Finding 6 end to end: a user edits ~/repro.sh between two runs of one command."""
+    import json
+    from benchmarks.repos import BUILD, TEST, make_repo
+    shas = make_repo(tmp_path / "r", 20, 13)
+    script = tmp_path / "repro.sh"
+    script.write_text(TEST + "\n")
+    argv = ["bisect", "--repo", tmp_path / "r", "--old", "main~19", "--new", "main", "--build",
+            BUILD, "--test", f"bash {script}", "--state", tmp_path / "st", "--quiet", "--json"]
+    code, out, _ = run_cli(argv)
+    assert code == 0 and json.loads(out)["first_new"] == shas[13]
+    script.write_text("exit 0\n")                # every commit passes now
+    code, out, _ = run_cli(argv)
+    res = json.loads(out)
+    assert code == 3 and res["status"] == "invalid-endpoints" and res["cached"] == 0, res
