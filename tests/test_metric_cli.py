@@ -14,13 +14,12 @@ from bisect_ngc.store import Store
 
 from benchmarks.repos import make_repo
 
-# 50% more loop iterations from the commit whose `behaviour` file says "new"; the run
-# prints the fastest of 21 repetitions, in milliseconds. (This machine's timing noise is
-# not stationary: levels shift by several percent under load. Small changes are the
-# synthetic tests' business, tests/test_comparator.py.)
+# 15% more loop iterations from the commit whose `behaviour` file says "new"; the run
+# prints the fastest of 21 repetitions, in milliseconds. (This machine's own timing noise
+# reaches several percent under load: a smaller change is the synthetic tests' business.)
 WORKLOAD = """\
 import json, pathlib, time
-n = int(30_000 * (1.5 if pathlib.Path("behaviour").read_text().strip() == "new" else 1.0))
+n = int(30_000 * (1.15 if pathlib.Path("behaviour").read_text().strip() == "new" else 1.0))
 times = []
 for _ in range(21):
     t0 = time.perf_counter()
@@ -41,7 +40,7 @@ def metric_args(tmp_path: Path, repo: Path, n: int, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_fifty_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli):
+def test_a_fifteen_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli):
     shas = make_repo(tmp_path / "repo", 24, 13)
     args = metric_args(tmp_path, tmp_path / "repo", 24, "--runs-per-round", "10",
                        "--max-runs", "60", "--json")
@@ -51,7 +50,7 @@ def test_a_fifty_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli
     assert result["first_new"] == shas[13] and result["last_old"] == shas[12]
     m = result["metric"]
     assert m["culprit"]["worse"] and m["culprit"]["call"] == "differ"
-    assert 0.2 < m["culprit"]["change"] < 1.0 and m["culprit"]["low"] > 0
+    assert 0.02 < m["culprit"]["change"] < 0.2 and m["culprit"]["low"] > 0
     store = Store(tmp_path / "state")
     probes = store.probes(result["session"])
     rounds: dict[int, list[int]] = {}
@@ -157,7 +156,7 @@ def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path):
     before = records()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     result = json.loads(done.stdout)
-    assert done.returncode == 0 and result["first_new"] == shas[9], result["explanation"]
+    assert done.returncode == 0 and result["first_new"] == shas[9], done.stderr
     after = [r for r in records() if r[0] == result["session"]]
     assert after[:len(before)] == before        # the same session, every number kept
 
