@@ -84,8 +84,6 @@ class Difference:
 
 # Runs of each endpoint before any call: a spread needs a few numbers to be believed.
 ENDPOINT_RUNS = 3
-# Runs before a commit may be called like neither side.
-NEITHER_RUNS = 8
 # The confidence with which a change must be at least --min-change (one-sided).
 SIZE_CONFIDENCE = 0.95
 
@@ -132,26 +130,25 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Differe
 def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
              rule: Rule) -> Call:
     """Like old or like new by the sequential test at error rates p, when the commit's
-    median also lies near that side (within a quarter of the shift, or three standard
-    errors of its median);
-    like neither when eight or more runs differ from both sides at p / 100 and lie a quarter
-    of the shift or more from each (a finding, so it needs more than a decision); unknown while neither holds. All three samples on one
+    median also lies near that side (within a quarter of the shift, or four noise widths);
+    like neither when three or more runs differ from both sides at p and lie a quarter of
+    the shift or more from each; unknown while neither holds. All three samples on one
     scale (see judge)."""
     if not x or not old or not new:
         return Call.UNKNOWN
-    lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]   # stable under two modes
+    lo_loc, hi_loc = statistics.median(old), statistics.median(new)
     s = seq.noise([old, new, x])
-    near = max(abs(hi_loc - lo_loc) / 4, 3 * 1.25 * s / len(x) ** 0.5)   # its median's noise
-    mid = seq.trimmed(x)[0]
+    near = max(4 * s, abs(hi_loc - lo_loc) / 4)
+    mid = statistics.median(x)
     total = sum(seq.llr(v, lo_loc, hi_loc, s) for v in x)
     bound = seq.wald(rule.p)
     if total >= bound and abs(mid - hi_loc) <= near:
         return Call.LIKE_NEW
     if total <= -bound and abs(mid - lo_loc) <= near:
         return Call.LIKE_OLD
-    if len(x) >= NEITHER_RUNS and min(abs(mid - lo_loc), abs(mid - hi_loc)) >= \
+    if len(x) >= ENDPOINT_RUNS and min(abs(mid - lo_loc), abs(mid - hi_loc)) >= \
             abs(hi_loc - lo_loc) / 4 and \
-            all(seq.interval(side, x, rule.p / 100)[3] <= rule.p / 100 for side in (old, new)):
+            all(seq.interval(side, x, rule.p)[3] <= rule.p for side in (old, new)):
         return Call.NEITHER
     return Call.UNKNOWN
 

@@ -14,12 +14,11 @@ from bisect_ngc.store import Store
 
 from benchmarks.repos import make_repo
 
-# 15% more loop iterations from the commit whose `behaviour` file says "new"; the run
-# prints the fastest of 21 repetitions, in milliseconds. (This machine's own timing noise
-# reaches several percent under load: a smaller change is the synthetic tests' business.)
+# 8% more loop iterations from the commit whose `behaviour` file says "new"; the run
+# prints the fastest of 21 repetitions, in milliseconds.
 WORKLOAD = """\
 import json, pathlib, time
-n = int(30_000 * (1.15 if pathlib.Path("behaviour").read_text().strip() == "new" else 1.0))
+n = int(30_000 * (1.08 if pathlib.Path("behaviour").read_text().strip() == "new" else 1.0))
 times = []
 for _ in range(21):
     t0 = time.perf_counter()
@@ -40,7 +39,7 @@ def metric_args(tmp_path: Path, repo: Path, n: int, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_fifteen_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli):
+def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cli):
     shas = make_repo(tmp_path / "repo", 24, 13)
     args = metric_args(tmp_path, tmp_path / "repo", 24, "--runs-per-round", "10",
                        "--max-runs", "60", "--json")
@@ -56,9 +55,9 @@ def test_a_fifteen_percent_slowdown_is_found_under_natural_noise(tmp_path, run_c
     rounds: dict[int, list[int]] = {}
     for p in probes:          # interleaved: each round's runs alternate between its commits
         rounds.setdefault(p.round, []).append(p.idx)
-    for order in rounds.values():      # the first pass runs every commit of the round once,
-        k = len(set(order))            # later passes only those still undecided
-        assert len(set(order[:k])) == k, order
+    for order in rounds.values():      # each pass runs every commit of the round once
+        k = len(set(order))
+        assert all(len(set(order[j:j + k])) == k for j in range(0, len(order), k)), order
     assert all(len(p.details["samples"]) == 1 for p in probes)
     windows = sorted((p.started, p.ended) for p in probes)
     assert all(a[1] <= b[0] + 1e-3 for a, b in zip(windows, windows[1:]))   # one at a time
