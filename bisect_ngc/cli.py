@@ -195,8 +195,8 @@ def _print_components(found: dict[str, Any] | None) -> None:
 
 def _print_metric(m: dict[str, Any]) -> None:
     rule = m["rule"]
-    click.echo(f"Metric {m['name']} ({m['better']} is better; error rate {rule['p']}, "
-               f"changes under {rule['min_change']:.1%} not bisected):")
+    click.echo(f"Metric {m['name']} ({m['better']} is better; {rule['test']}, p <= {rule['p']}, "
+               f"changes under {rule['min_change']:.1%} ignored):")
     for key, label in (("endpoints", "old -> new endpoint"), ("culprit", "parent -> commit")):
         e = m.get(key)
         if e:

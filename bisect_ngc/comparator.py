@@ -1,42 +1,43 @@
-"""Metric verdicts: samples of a measurement in, "like old", "like new", "like neither" or
-"unknown" out.
+"""Metric verdicts: samples of a measurement in, "like old", "like new" or "unknown" out.
 
 Pure, beside the search. A bisection on a metric first asks whether its two endpoints
-differ at all (`endpoints`): the (1 - alpha) interval of the relative change must lie
-beyond +-min_change ("differ"), or inside it ("same"). The k-th look at a pair spends
-alpha = p / (k (k + 1)), so any number of looks keeps the false-difference rate at most p.
-Then each commit is a question with two answers, like old or like new (`classify`):
-Wald's sequential probability ratio test over its runs (sequential.py), at error rates p
-both ways, so one run decides when the sides lie far apart, and a commit whose numbers lie
-far from both sides is "like neither" (the change is spread over several commits), never
-forced into a side. `judge` turns all the samples into the search's verdicts plus the
-commits that need more runs, correcting each round's numbers by the drift its interleaved
-reference runs show. Every decision is a function of the samples as multisets of
-(round, number), so the order in which runs arrive never changes an answer.
+differ at all (`endpoints`); only then is each commit's sample compared with both
+endpoints' samples (`classify`), and `judge` turns all the samples into the search's
+verdicts plus the commits that need more runs. Every decision is a function of the
+samples as multisets, so the order in which runs arrive never changes an answer.
+
+The test is Mann-Whitney U (two-sided), or Pinpoint's min(Kolmogorov-Smirnov, Mann-Whitney
+U). A sample is looked at again after each block of runs, up to `max_runs`; each look uses
+`p / looks` (Bonferroni), so peeking keeps the false-difference rate at most `p`.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Collection, Mapping, Sequence
 
-from . import sequential as seq
 from .search import Result, Status, Verdict, open_interval
 
 
 class Call(str, Enum):
     LIKE_OLD = "like-old"
     LIKE_NEW = "like-new"
-    NEITHER = "like-neither"
     UNKNOWN = "unknown"
+
+
+class Statistic(str, Enum):
+    MWU = "mwu"             # Mann-Whitney U
+    PINPOINT = "pinpoint"   # min(Kolmogorov-Smirnov, Mann-Whitney U), as Chromium's Pinpoint
 
 
 @dataclass(frozen=True)
 class Rule:
     p: float = 0.01              # the false-difference rate allowed over all looks
     min_change: float = 0.02     # relative; smaller differences are "no change"
-    block: int = 5               # runs a commit gets per round at most
+    test: Statistic = Statistic.MWU
+    block: int = 5               # runs a commit gets per round
     max_runs: int = 30           # per commit; past it an unknown is unresolved
     lower_is_better: bool = True
 
@@ -48,10 +49,14 @@ class Rule:
         if self.block < 2 or self.max_runs < self.block:
             raise ValueError("runs per round must be >= 2 and max runs >= runs per round")
 
-    def alpha(self, look: int = 1) -> float:
-        """The threshold of the look-th look at one pair: p / (look (look + 1)), which sums
-        to p over any number of looks."""
-        return self.p / (look * (look + 1))
+    @property
+    def looks(self) -> int:
+        return math.ceil(self.max_runs / self.block)
+
+    @property
+    def alpha(self) -> float:
+        """The threshold of one look."""
+        return self.p / self.looks
 
 
 @dataclass(frozen=True)
@@ -78,78 +83,66 @@ class Difference:
         s = self.shift
         return (f"{s.change:+.2%} (the {s.confidence * 100:.4g}% interval {s.low:+.2%} .. "
                 f"{s.high:+.2%}; p = {self.p:.2g} from {self.n_old} and {self.n_new} runs; "
-                f"a change counts when significant and at least {rule.min_change:.1%} with "
-                f"{SIZE_CONFIDENCE:.0%} confidence)")
+                f"a change must be at least {rule.min_change:.1%} at p <= {rule.alpha:.2g})")
 
 
-# Runs of each endpoint before any call: a spread needs a few numbers to be believed.
-ENDPOINT_RUNS = 3
-# The confidence with which a change must be at least --min-change (one-sided).
-SIZE_CONFIDENCE = 0.95
+def p_value(a: Sequence[float], b: Sequence[float], test: Statistic = Statistic.MWU) -> float:
+    from scipy import stats
+    a, b = sorted(a), sorted(b)
+    if a == b or (len(set(a)) == 1 and set(a) == set(b)):
+        return 1.0
+    mwu = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    if test is Statistic.PINPOINT:
+        return min(mwu, float(stats.ks_2samp(a, b).pvalue))
+    return mwu
 
 
-def looks(max_runs: int) -> list[int]:
-    """The sample sizes at which a pair is looked at: from ENDPOINT_RUNS on, about half as
-    many again each time, and max_runs last. Few looks keep each one's threshold mild."""
-    sizes, n = [], ENDPOINT_RUNS
-    while n < max_runs:
-        sizes.append(n)
-        n = max(n + 1, round(n * 1.5))
-    return sizes + [max_runs]
+def shift(a: Sequence[float], b: Sequence[float], confidence: float = 0.99) -> Shift:
+    from scipy import stats
+    base = statistics.median(a)
+    diffs = sorted(y - x for x in a for y in b)
+    n, m = len(a), len(b)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    k = int(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
+    k = min(max(k, 0), len(diffs) - 1)
+    scale = abs(base) or 1.0
+    return Shift(statistics.median(diffs) / scale, diffs[k] / scale,
+                 diffs[len(diffs) - 1 - k] / scale, confidence)
 
 
 def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Difference:
-    """Do two samples differ? They are looked at when the smaller reaches a size of
-    `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there, and at
-    least min_change with 95% confidence (the 90% interval lies beyond +-min_change);
-    "same": that interval lies inside +-min_change; "unknown": not a look, or more runs
-    may tell (at max_runs, inconclusive)."""
-    n = min(len(old), len(new))
-    sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
-    look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
-    alpha = rule.alpha(look)
-    positive = min(min(old), min(new)) > 0
-    a, b = seq.scaled(old, positive), seq.scaled(new, positive)
-    base = statistics.median(old)
-    rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
-    delta, low, high, p = seq.interval(a, b, alpha)
-    _, small, large, _ = seq.interval(a, b, 2 * (1 - SIZE_CONFIDENCE))
-    m = rule.min_change
-    if n not in sizes:
-        call = "unknown"
-    elif p <= alpha and (rel(small) >= m or rel(large) <= -m):
+    """Do the endpoints differ? "differ": p <= alpha and the shift's estimate is at least
+    min_change; "same": the shift's interval lies inside +-min_change; "unknown": more runs
+    may tell (at max_runs, the comparison is inconclusive: judge asks for no more)."""
+    p = p_value(old, new, rule.test)
+    s = shift(old, new, 1 - rule.alpha)
+    if p <= rule.alpha and abs(s.change) >= rule.min_change:
         call = "differ"
-    elif -m < rel(small) and rel(large) < m:
+    elif -rule.min_change < s.low and s.high < rule.min_change:
         call = "same"
     else:
         call = "unknown"
-    return Difference(call, p, Shift(rel(delta), rel(low), rel(high), 1 - alpha), len(old),
-                      len(new))
+    return Difference(call, p, s, len(old), len(new))
 
 
 def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
              rule: Rule) -> Call:
-    """Like old or like new by the sequential test at error rates p, when the commit's
-    median also lies near that side (within a quarter of the shift, or four noise widths);
-    like neither when three or more runs differ from both sides at p and lie a quarter of
-    the shift or more from each; unknown while neither holds. All three samples on one
-    scale (see judge)."""
-    if not x or not old or not new:
+    """Like old: differs from new beyond noise and by a material change, not from old, and
+    lies on old's side of the midpoint. Like new: the mirror. Else unknown."""
+    if not x:
         return Call.UNKNOWN
-    lo_loc, hi_loc = statistics.median(old), statistics.median(new)
-    s = seq.noise([old, new, x])
-    near = max(4 * s, abs(hi_loc - lo_loc) / 4)
-    mid = statistics.median(x)
-    total = sum(seq.llr(v, lo_loc, hi_loc, s) for v in x)
-    bound = seq.wald(rule.p)
-    if total >= bound and abs(mid - hi_loc) <= near:
+    mid = (statistics.median(old) + statistics.median(new)) / 2
+    nearer_new = (statistics.median(x) > mid) == (statistics.median(new) > mid)
+
+    def differs(ref: Sequence[float]) -> bool:
+        return p_value(x, ref, rule.test) <= rule.alpha and \
+            abs(shift(ref, x, 1 - rule.alpha).change) >= rule.min_change / 2
+
+    from_old, from_new = differs(old), differs(new)
+    if from_old and not from_new and nearer_new:
         return Call.LIKE_NEW
-    if total <= -bound and abs(mid - lo_loc) <= near:
+    if from_new and not from_old and not nearer_new:
         return Call.LIKE_OLD
-    if len(x) >= ENDPOINT_RUNS and min(abs(mid - lo_loc), abs(mid - hi_loc)) >= \
-            abs(hi_loc - lo_loc) / 4 and \
-            all(seq.interval(side, x, rule.p)[3] <= rule.p for side in (old, new)):
-        return Call.NEITHER
     return Call.UNKNOWN
 
 
@@ -223,7 +216,6 @@ def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
         return early
     diff = early
     verdicts = {0: Verdict.PASS, n - 1: Verdict.FAIL}
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
     calls, more = {}, []
     first = {i: min((r for r, _ in samples.get(i, ())), default=-1) for i in attempts}
     for i in sorted((i for i in attempts if i not in ends), key=lambda i: (first[i], i)):
@@ -236,32 +228,27 @@ def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
             continue
         sides = {v: [j for j, vj in verdicts.items() if vj is v]
                  for v in (Verdict.PASS, Verdict.FAIL)}
-        refs = {v: [run for j in js for run in samples.get(j, ())] for v, js in sides.items()}
-        x, old, new = corrected(sample, refs, positive)
-        calls[i] = call = classify(x, old, new, rule)
+        seen = {v: {r for j in js for r, _ in samples.get(j, ())} for v, js in sides.items()}
+        # the rounds that measured i beside a commit of each side (not those where i was
+        # itself the reference of another)
+        rounds = {r for r, _ in sample} & seen[Verdict.PASS] & seen[Verdict.FAIL]
+        if rounds:
+            x = numbers(sample, rounds)
+            refs = {v: [y for j in js for y in numbers(samples[j], rounds)]
+                    for v, js in sides.items()}
+        else:
+            x = numbers(sample)
+            refs = {Verdict.PASS: numbers(samples[0]), Verdict.FAIL: numbers(samples[n - 1])}
+        calls[i] = call = classify(x, refs[Verdict.PASS], refs[Verdict.FAIL], rule)
         if call is Call.LIKE_OLD:
             verdicts[i] = Verdict.PASS
         elif call is Call.LIKE_NEW:
             verdicts[i] = Verdict.FAIL
-        elif call is Call.UNKNOWN and attempts[i] < rule.max_runs:
+        elif attempts[i] < rule.max_runs:
             more.append(i)
         else:
-            verdicts[i] = Verdict.SKIP      # like neither, or unresolved at max_runs
+            verdicts[i] = Verdict.SKIP
     return Judgement(verdicts, tuple(sorted(more)), diff, calls)
-
-
-def corrected(sample: Sample, refs: Mapping[Verdict, Sample], positive: bool
-              ) -> tuple[list[float], list[float], list[float]]:
-    """The commit's numbers and both sides' (PASS: like old, FAIL: like new) on the
-    compared scale, each less its round's drift as the reference runs of that round show."""
-    def scale(runs: Sample) -> list[tuple[int, float]]:
-        return [(r, v) for r, v in zip((r for r, _ in runs),
-                                       seq.scaled([v for _, v in runs], positive))]
-    x, sides = scale(sample), {v: scale(runs) for v, runs in refs.items()}
-    location = {v: statistics.median(u for _, u in runs) for v, runs in sides.items()}
-    drift = seq.offsets(sides, location)
-    less = lambda runs: [v - drift.get(r, 0.0) for r, v in runs]     # noqa: E731
-    return less(x), less(sides[Verdict.PASS]), less(sides[Verdict.FAIL])
 
 
 def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],

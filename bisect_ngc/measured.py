@@ -111,23 +111,19 @@ class MeasuredBisection(Bisection):
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
-        """Up to `block` passes, one run of each commit a pass. The first pass also runs the
-        open interval's two ends once each (interleaved: their numbers show the machine's
-        drift, by which this round's numbers are corrected); later passes run only the
-        commits still undecided, so a commit far from one side costs one run."""
-        n, rule = len(self.span.candidates), self.metric.rule
-        guards = set(companions(step.indices, verdicts, n)) - set(step.indices)
-        todo = tuple(sorted(set(step.indices) | guards))
+        """`block` passes over the commits and the open interval's ends, one run each per
+        pass: interleaved, so each commit is compared with numbers of the same time."""
+        measured = companions(step.indices, verdicts, len(self.span.candidates))
+        rule = self.metric.rule
+        target = {i: min(self.attempts.get(i, 0) + rule.block, rule.max_runs) for i in measured}
         for _ in range(rule.block):
-            todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
+            # a commit whose runs give no number is tried NO_NUMBER_TRIES times, not forever
+            todo = tuple(i for i in measured if self.attempts.get(i, 0) < target[i] and
                          (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
             if not todo:
                 return
             for i in todo:      # one at a time: a backend runs a round's probes at once
                 super()._round(sid, rnd, Round((i,)), verdicts, tier)
-            more = judge(n, self.samples, self.attempts, rule,
-                         settled(n, self.samples, rule)).more
-            todo = tuple(i for i in step.indices if i in more)
 
     def request(self, sid: str, index: int, slot: int,
                 source: Source | None = None) -> ProbeRequest:
@@ -166,7 +162,7 @@ class MeasuredBisection(Bisection):
         n, rule, cands = len(self.span.candidates), self.metric.rule, self.span.candidates
         out: dict[str, Any] = {
             "name": self.metric.name, "better": self.metric.direction,
-            "rule": {"test": "yuen+sprt", "p": rule.p, "min_change": rule.min_change,
+            "rule": {"test": rule.test.value, "p": rule.p, "min_change": rule.min_change,
                      "runs_per_round": rule.block, "max_runs": rule.max_runs},
             "samples": {cands[i]: dict(spread(numbers(s)), index=i)
                         for i, s in sorted(self.samples.items()) if s}}

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .backends import settings_type
+from .comparator import Statistic
 from .bisection_inputs import DEFAULT_MAX_SKIPS
 from .option_rules import Rules
 from .releases import UPSTREAM
@@ -253,19 +254,21 @@ OPTIONS: tuple[Opt, ...] = (
        "--metric: which way is better (default lower, as for a step time); only the wording "
        "of the answer depends on it.", replay=False, default=True),
     _o("metric", "min_change", "--min-change",
-       "--metric: the smallest relative change worth bisecting: the endpoints differ when the "
-       "change is significant and at least this large with 95% confidence; they are the same "
-       "when its 90% interval lies inside +-this (exit 3).", replay=False, default="2%",
+       "--metric: the smallest relative change that counts; smaller differences between the "
+       "endpoints are \"no change\" (exit 3).", replay=False, default="2%",
        show_default=True, metavar="PCT"),
     _o("metric", "p_threshold", "--p-threshold",
-       "--metric: the error rate allowed for each decision: a false difference between the "
-       "endpoints over all their looks (the k-th look uses p / (k (k + 1))), and each "
-       "commit's sequential test, both ways.", replay=False,
+       "--metric: the false-difference rate allowed for a comparison, over all its looks "
+       "(each look after a block of runs uses p / looks).", replay=False,
        type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
        show_default=True),
+    _o("metric", "metric_test", "--metric-test",
+       "--metric: mwu (Mann-Whitney U) or pinpoint (min of Kolmogorov-Smirnov and "
+       "Mann-Whitney U, as Chromium's Pinpoint).", replay=False,
+       type=click.Choice([s.value for s in Statistic]), default="mwu", show_default=True),
     _o("metric", "runs_per_round", "--runs-per-round",
-       "--metric: runs a commit gets at most each time it is measured, one at a time, "
-       "interleaved with the other commits of the round; a commit decided sooner stops.", replay=False, type=click.IntRange(2, 100),
+       "--metric: runs a commit gets each time it is measured, interleaved with the other "
+       "commits of the round (A B A B).", replay=False, type=click.IntRange(2, 100),
        default=5, show_default=True),
     _o("metric", "max_runs", "--max-runs",
        "--metric: runs of one commit at most; a commit still unclear then is unresolved (a "

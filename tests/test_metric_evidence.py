@@ -80,11 +80,11 @@ def test_once_the_endpoints_differ_later_looks_do_not_undo_it():
     """Finding 4: the endpoints differed in round 1; round 2's noisier numbers alone would
     call the pair unknown. The search goes on with the first decision."""
     rule = Rule(min_change=0.02, block=10, max_runs=30)
-    old = [(1, 1.0 + k / 1000) for k in range(9)]
-    new = [(1, 1.1 + k / 1000) for k in range(9)]
+    old = [(1, 1.0 + k / 1000) for k in range(10)]
+    new = [(1, 1.1 + k / 1000) for k in range(10)]
     noisy = [(2, v) for v in (0.90, 1.20, 0.95, 1.15, 1.05, 0.85, 1.25, 1.0, 1.1, 0.92)]
     samples = {0: old + noisy, 9: new + [(2, v + 0.01) for _, v in noisy]}
-    attempts = {0: 19, 9: 19}
+    attempts = {0: 20, 9: 20}
     assert judge(10, samples, attempts, rule).difference.call != "differ"
     decided = settled(10, samples, rule)
     assert decided is not None and decided.call == "differ"
