@@ -186,7 +186,7 @@ def test_a_difference_outside_the_components_names_none(pair, tmp_path, run_cli)
         client.images.remove("bisect-ngc-test/components:b-file", force=True)
     res = json.loads(out)
     assert code == 4 and res["attribution"]["status"] == "not-in-components", (res, err)
-    assert res["attribution"]["culprits"] == [] and len(res["checks"]) == 3
+    assert res["attribution"]["culprits"] == [] and len(res["checks"]) >= 3
 
 
 @pytest.mark.parametrize("variable", ["LD_LIBRARY_PATH", "PYTHONPATH"])

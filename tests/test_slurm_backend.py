@@ -72,12 +72,14 @@ def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
     job and index, and the test script of that round lists the commits by index."""
     name = f"bisect-ngc-test-{session}-{digest(str((tmp / 'st').resolve()))[:6]}"
     rounds = tmp / "st" / "slurm" / "rounds" / session
+    store = Store(tmp / "st")
+    ran = sum(1 for p in store.probes(session) if not p.cached) + len(store.checks(session))
     end = time.monotonic() + 30
     while True:   # slurmdbd records jobs a moment after they end
         tasks = subprocess.run(["sacct", "-n", "-P", "-X", "--name", name, "-o", "JobID"],
                                capture_output=True, text=True).stdout.split()
         outs = [next(rounds.glob(f"*/slurm-test-{t}.out"), None) for t in tasks]
-        if (tasks and all(outs)) or time.monotonic() > end:
+        if (len(tasks) >= ran and all(outs)) or time.monotonic() > end:
             break
         time.sleep(0.5)
     counts: dict[str, int] = {}
@@ -87,7 +89,9 @@ def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
                             re.M).group(1).split()
         commit = commits[int(task.split("_")[1])]
         counts[commit] = counts.get(commit, 0) + 1
-    return counts
+    for check in store.checks(session):   # the answer's fresh re-runs: submissions of their own
+        counts[check.commit] -= 1
+    return {commit: k for commit, k in counts.items() if k}
 
 
 @needs_slurm
