@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc.comparator import Rule, companions, confirm, judge, settled  # noqa: E402
+from bisect_ngc.comparator import Rule, companions, confirm, judge  # noqa: E402
 from bisect_ngc.search import Result, Status, next_step  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def bisect_once(n: int, change: float, noise: float, rule: Rule, rng: random.Ran
                 attempts[i] = attempts.get(i, 0) + 1
 
     while True:
-        j = judge(n, samples, attempts, rule, settled(n, samples, rule))
+        j = judge(n, samples, attempts, rule)
         if j.more:
             measure(j.more, companions(j.more, j.verdicts, n))
             continue

@@ -81,7 +81,7 @@ class Difference:
 
     def describe(self, rule: Rule) -> str:
         s = self.shift
-        return (f"{s.change:+.2%} (the {s.confidence * 100:.4g}% interval {s.low:+.2%} .. "
+        return (f"{s.change:+.2%} (the {s.confidence:.0%} interval {s.low:+.2%} .. "
                 f"{s.high:+.2%}; p = {self.p:.2g} from {self.n_old} and {self.n_new} runs; "
                 f"a change must be at least {rule.min_change:.1%} at p <= {rule.alpha:.2g})")
 
@@ -111,14 +111,15 @@ def shift(a: Sequence[float], b: Sequence[float], confidence: float = 0.99) -> S
 
 
 def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Difference:
-    """Do the endpoints differ? "differ": p <= alpha and the shift's estimate is at least
-    min_change; "same": the shift's interval lies inside +-min_change; "unknown": more runs
-    may tell (at max_runs, the comparison is inconclusive: judge asks for no more)."""
+    """Do the endpoints differ? "differ": p <= alpha and the shift is at least min_change;
+    "same": the shift's interval lies inside +-min_change, or both sides reached max_runs;
+    "unknown": more runs may tell."""
     p = p_value(old, new, rule.test)
     s = shift(old, new, 1 - rule.alpha)
     if p <= rule.alpha and abs(s.change) >= rule.min_change:
         call = "differ"
-    elif -rule.min_change < s.low and s.high < rule.min_change:
+    elif -rule.min_change < s.low and s.high < rule.min_change or \
+            min(len(old), len(new)) >= rule.max_runs:
         call = "same"
     else:
         call = "unknown"
@@ -183,48 +184,32 @@ class Judgement:
     calls: dict[int, Call] = field(default_factory=dict)
 
 
-# Runs of one commit that may end with no number (a crash, a missing line) before it
-# counts as untestable: a run without a number is tried again, not forever.
-NO_NUMBER_TRIES = 3
-
-
-def settled(n: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
-    """The endpoints' difference as first decided, round by round: once they differ, they
-    differ for the rest of the session (later looks do not undo the search)."""
-    ends = (samples.get(0, ()), samples.get(n - 1, ()))
-    for r in sorted({r for side in ends for r, _ in side}):
-        upto = [[(k, v) for k, v in side if k <= r] for side in ends]
-        if all(upto):
-            diff = endpoints(*together(*upto), rule)
-            if diff.call == "differ":
-                return diff
-    return None
-
-
 def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-          rule: Rule, decided: Difference | None = None) -> Judgement:
+          rule: Rule) -> Judgement:
     """`samples[i]`: what was measured at candidate i; `attempts[i]`: its runs so far, the
-    failed ones included; `decided`: the endpoints' difference once made (`settled`). A
-    commit with no number after NO_NUMBER_TRIES runs is a skip; one still unknown at
-    max_runs is unresolved (a skip that keeps its numbers). A commit is compared with the
-    numbers of the commits already judged like old and like new from the rounds that
-    measured it. Endpoints still unknown when neither may run more are "unknown" with no
-    more runs: inconclusive, never "same"."""
+    failed ones included. A commit with no number is a skip; one still unknown at max_runs is
+    unresolved (a skip that keeps its numbers). A commit is compared with the numbers of the
+    commits already judged like old and like new from the rounds that measured it."""
     ends = (0, n - 1)
-    early = _endpoints_first(n, samples, attempts, rule, decided)
-    if isinstance(early, Judgement):
-        return early
-    diff = early
+    unusable = [i for i in ends if attempts.get(i, 0) and not samples.get(i)]
+    untried = tuple(i for i in ends if not attempts.get(i, 0))
+    if untried:
+        return Judgement({i: Verdict.SKIP for i in unusable}, more=untried)
+    if unusable:        # the search reports invalid endpoints, naming the skipped one
+        return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
+                          n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
+    diff = endpoints(*together(samples[0], samples[n - 1]), rule)
+    if diff.call != "differ":
+        more = () if diff.call == "same" else \
+            tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
+        return Judgement(more=more, difference=diff)
     verdicts = {0: Verdict.PASS, n - 1: Verdict.FAIL}
     calls, more = {}, []
     first = {i: min((r for r, _ in samples.get(i, ())), default=-1) for i in attempts}
     for i in sorted((i for i in attempts if i not in ends), key=lambda i: (first[i], i)):
         sample = samples.get(i, ())
         if not sample:
-            if attempts[i] < min(NO_NUMBER_TRIES, rule.max_runs):
-                more.append(i)
-            else:
-                verdicts[i] = Verdict.SKIP
+            verdicts[i] = Verdict.SKIP
             continue
         sides = {v: [j for j, vj in verdicts.items() if vj is v]
                  for v in (Verdict.PASS, Verdict.FAIL)}
@@ -249,26 +234,6 @@ def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
         else:
             verdicts[i] = Verdict.SKIP
     return Judgement(verdicts, tuple(sorted(more)), diff, calls)
-
-
-def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-                     rule: Rule, decided: Difference | None) -> Judgement | Difference:
-    """The endpoints' judgement while they are not known to differ, else their difference."""
-    ends = (0, n - 1)
-    retry = tuple(i for i in ends if not samples.get(i) and
-                  attempts.get(i, 0) < min(NO_NUMBER_TRIES, rule.max_runs))
-    unusable = [i for i in ends if not samples.get(i) and i not in retry]
-    if retry:
-        return Judgement({i: Verdict.SKIP for i in unusable}, more=retry)
-    if unusable:        # the search reports invalid endpoints, naming the skipped one
-        return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
-                          n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
-    diff = decided or endpoints(*together(samples[0], samples[n - 1]), rule)
-    if diff.call != "differ":
-        more = () if diff.call == "same" else \
-            tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
-        return Judgement(more=more, difference=diff)
-    return diff
 
 
 def confirm(found: Result, samples: Mapping[int, Sample],

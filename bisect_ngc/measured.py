@@ -18,8 +18,7 @@ from typing import Any
 from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
-from .comparator import (NO_NUMBER_TRIES, Rule, companions, confirm, endpoints, judge,
-                         numbers, settled, together)
+from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
 from .bisection_inputs import Tier
 from .engine import Bisection
 from .search import Result, Round, Status, Verdict, next_step, skip_limit
@@ -69,12 +68,16 @@ def spread(sample: list[float]) -> dict[str, float]:
             "min": min(sample), "max": max(sample)}
 
 
+FOREIGN = 10**6      # rounds of the k-th other session are numbered -k * FOREIGN + round
+
+
 class MeasuredBisection(Bisection):
     verifies = False      # its answer is confirmed by fresh samples (comparator.confirm) instead
     def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
         self.metric = metric
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
         self.attempts: dict[int, int] = {}
+        self._sessions: dict[str, int] = {}     # another session's id -> its block of rounds
         super().__init__(*args, **kwargs)
 
     def _adopt(self, recipe, backend) -> None:
@@ -83,19 +86,15 @@ class MeasuredBisection(Bisection):
 
     def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         n, rule = len(self.span.candidates), self.metric.rule
-        j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
+        j = judge(n, self.samples, self.attempts, rule)
         verdicts.clear()
         verdicts.update(j.verdicts)
         if j.more:
             return None, Round(j.more)
-        if j.difference is not None and j.difference.call != "differ":
-            what = ("do not differ" if j.difference.call == "same" else
-                    f"could not be told apart within --max-runs {rule.max_runs}")
+        if j.difference is not None and j.difference.call == "same":
             return None, Result(Status.INVALID_ENDPOINTS, explanation=(
-                f"the endpoints {what} in {self.metric.name}: "
-                f"{j.difference.describe(rule)}; " + (
-                    "there is no change to bisect" if j.difference.call == "same" else
-                    "raise --max-runs, or --min-change if the change is smaller")))
+                f"the endpoints do not differ in {self.metric.name}: "
+                f"{j.difference.describe(rule)}; there is no change to bisect"))
         step = next_step(n, verdicts)
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if isinstance(step, Round):
@@ -105,21 +104,27 @@ class MeasuredBisection(Bisection):
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
                 ) -> tuple[Source | None, ProbeRecord | None]:
-        """Numbers of another session (another machine state, another day) never decide:
-        every number this session compares, it measured itself."""
-        return super()._lookup(tier, i, lo, hi)[0], None
+        source, hit = super()._lookup(tier, i, lo, hi)
+        return (source, None) if i in self.attempts else (source, hit)
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
         """`block` passes over the commits and the open interval's ends, one run each per
         pass: interleaved, so each commit is compared with numbers of the same time."""
-        measured = companions(step.indices, verdicts, len(self.span.candidates))
-        rule = self.metric.rule
-        target = {i: min(self.attempts.get(i, 0) + rule.block, rule.max_runs) for i in measured}
-        for _ in range(rule.block):
-            # a commit whose runs give no number is tried NO_NUMBER_TRIES times, not forever
+        cands = self.span.candidates
+        hits = tuple(i for i in step.indices
+                     if i not in self.attempts and self._cached(cands[i]) is not None)
+        if hits:        # whole samples from the cache, with the references of their rounds
+            super()._round(sid, rnd, Round(hits), verdicts, tier)
+        asked = tuple(i for i in step.indices if i not in hits)
+        if not asked:
+            return
+        measured = companions(asked, verdicts, len(cands))
+        target = {i: self.attempts.get(i, 0) + self.metric.rule.block for i in measured}
+        for _ in range(self.metric.rule.block):
+            # a commit whose runs never gave a number is not run again and again
             todo = tuple(i for i in measured if self.attempts.get(i, 0) < target[i] and
-                         (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
+                         (self.samples.get(i) or self.attempts.get(i, 0) == 0))
             if not todo:
                 return
             for i in todo:      # one at a time: a backend runs a round's probes at once
@@ -144,9 +149,28 @@ class MeasuredBisection(Bisection):
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
         i = rec.idx
-        numbers_ = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
-        self.attempts[i] = self.attempts.get(i, 0) + max(1, len(numbers_))
-        self.samples.setdefault(i, []).extend(numbers_)
+        if rec.cached:        # another session's rounds, kept apart from ours
+            tagged = [(self._foreign(sid, r), v) for sid, r, v in rec.details.get("tagged", [])]
+        else:
+            tagged = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
+        self.attempts[i] = self.attempts.get(i, 0) + max(1, len(tagged))
+        self.samples.setdefault(i, []).extend(tagged)
+        if not rec.cached and self.samples[i]:   # the cache keeps the commit's whole sample
+            whole = [[self.session.id if r >= 0 else sid, r if r >= 0 else orig, v]
+                     for (r, v), (sid, orig) in zip(self.samples[i], self._origins(i))]
+            self.store.cache_put(self.cache_key(rec.commit), replace(
+                rec, runs=[Verdict.PASS.value] * len(whole),
+                details=dict(rec.details, samples=numbers(self.samples[i]), tagged=whole)))
+
+    def _foreign(self, sid: str, rnd: int) -> int:
+        """A negative round number of our own for another session's round, in its order."""
+        k = self._sessions.setdefault(sid, len(self._sessions) + 1)
+        return -k * FOREIGN + rnd
+
+    def _origins(self, i: int) -> list[tuple[str, int]]:
+        back = {k: sid for sid, k in self._sessions.items()}
+        return [(back[-(r // FOREIGN)], r % FOREIGN) if r < 0 else ("", r)
+                for r, _ in self.samples[i]]
 
     def result(self, found: Result) -> SessionResult:
         res = super().result(found)

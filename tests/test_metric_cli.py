@@ -67,10 +67,10 @@ def test_an_eight_percent_slowdown_is_found_under_natural_noise(tmp_path, run_cl
     assert "runs one at a time, 10 per commit a round, at most 60" in report
     svg = Path(result["report"]).with_name(result["session"] + "-metric.svg").read_text()
     assert svg.count("<circle") == len(m["samples"]) >= 5
-    # the same command again: the first session's numbers do not decide; it measures anew
+    # the same command again: every commit's whole sample comes from the cache
     code, out, _ = run_cli(args)
     again = json.loads(out)
-    assert code == 0 and again["first_new"] == shas[13] and again["cached"] == 0
+    assert code == 0 and again["first_new"] == shas[13] and again["runs"] <= 30
 
 
 @pytest.mark.slow
