@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bisect --metric on a CUDA machine, with the repro's --measure as the test (BENCHMARKS.md).
-#   [MAX_RUNS=10] [LIMIT=SECONDS] [RESUME=DIR] bash benchmarks/metric_gpu.sh found|null [N]
-# found: a generated history of N commits (default 8) where the commit at N/2 switches the
-# attention to PyTorch's math backend (a real, slower kernel); null: no commit changes
-# anything. Writes the bisect JSON, the report and the session's state under
+#   [CHANGE=ffn|math] [MAX_RUNS=10] [LIMIT=SECONDS] [RESUME=DIR] \
+#       bash benchmarks/metric_gpu.sh found|null [N]
+# found: a generated history of N commits (default 8) where the commit at N/2 makes the step
+# slower for a real reason: CHANGE=ffn (default) a 3% larger expert FFN, --ffn-hidden-size
+# 2048 -> 2112 (about 2.25% slower); CHANGE=math the attention on PyTorch's math backend
+# (about twice as slow). null: no commit changes anything. Writes the bisect JSON, the report and the session's state under
 # ${OUT:-benchmarks/results}. LIMIT stops the bisection after that many seconds (the device's
 # calls are capped); the same command with RESUME=<a state it wrote> goes on from there.
 set -uo pipefail
@@ -22,7 +24,11 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 python3 -c "
 from pathlib import Path; from benchmarks.repos import make_repo
 print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])" > "$DEST/metric_gpu_$MODE.expected"
-TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
+if [ "${CHANGE:-ffn}" = math ]; then
+  TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
+else
+  TEST='F=2048; [ "$(cat behaviour)" = new ] && F=2112; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --ffn-hidden-size $F'
+fi
 t0=$(date +%s)
 (cd "$WORK/repo" && timeout -s INT "${LIMIT:-0}" python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
     --test "$TEST" --metric step_ms --runs-per-round 5 --max-runs "${MAX_RUNS:-10}" \

@@ -1,117 +1,181 @@
 """The metric comparator on synthetic distributions: python -m benchmarks.metric_verdicts
 
-Each trial bisects n candidates whose metric is lognormal noise around 1.0, shifted by
-`change` from a random culprit on; the comparator (bisect_ngc/comparator.py) and the pure
-search run exactly as the engine runs them (a round is `block` runs of each commit asked
-for). Prints, per setting: how often the culprit was found, how often a wrong commit was
-named, how often the endpoints were called "same", the runs per probe (those the search
-asked for, median) and the runs per bisection (with the runs of the interval's ends that
-each round measures beside the probed commit, as references taken at the same time).
+Each trial bisects n candidates whose metric is 1.0 times noise, with a change from a
+culprit on (or two); the comparator (bisect_ngc/comparator.py) and the pure search run
+exactly as the engine runs them: a round is up to `block` passes, one run of each commit
+a pass, one end of the open interval once in the first pass (the drift guard), later
+passes only the commits still undecided. Noise kinds: lognormal; Pareto (heavy-tailed:
+a run is slower by a Pareto-distributed amount); bimodal (two clock states 10% apart,
+each run in one at random); drift (the machine's speed takes a lognormal step before
+every run). Prints per row: found, ambiguous, exit 3 (no change / inconclusive / invalid),
+wrong (a named commit that is no culprit), the median runs per bisection, and for the
+clean rows an oracle's: the same search with the same SPRT, but both distributions known.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc.comparator import Rule, companions, confirm, judge  # noqa: E402
+from bisect_ngc import sequential as seq  # noqa: E402
+from bisect_ngc.comparator import Rule, confirm, guard, judge, settled, wanted  # noqa: E402
 from bisect_ngc.search import Result, Status, next_step  # noqa: E402
+
+Noise = Callable[[random.Random], float]
+
+
+def lognormal(sigma: float) -> Noise:
+    return lambda rng: rng.lognormvariate(0, sigma)
+
+
+def pareto(sigma: float) -> Noise:
+    """Mostly tight (sigma/4), and now and then much slower (a Pareto tail)."""
+    return lambda rng: rng.lognormvariate(0, sigma / 4) * (1 + sigma * (rng.paretovariate(2.5) - 1))
+
+
+def bimodal(sigma: float, gap: float = 0.10) -> Noise:
+    return lambda rng: rng.lognormvariate(0, sigma) * (1 + gap if rng.random() < 0.5 else 1.0)
 
 
 @dataclass
 class Trial:
     status: str
     first_new: int | None
-    culprit: int | None
-    runs: dict[int, int]       # every run of each commit, as a reference of others too
-    own: dict[int, int]        # the runs each commit got when the search asked for it
+    culprits: tuple[int, ...]
+    runs: int
 
     @property
     def right(self) -> bool:
-        return self.status == "found" and self.first_new == self.culprit
+        return self.status == "found" and self.first_new in self.culprits
 
     @property
     def wrong(self) -> bool:
-        return self.status == "found" and self.first_new != self.culprit
+        return self.status == "found" and self.first_new not in self.culprits
 
 
-def bisect_once(n: int, change: float, noise: float, rule: Rule, rng: random.Random,
-                culprit: int | None = None, drift: float = 0.0) -> Trial:
-    """One bisection; change 0.0 is a null history (no culprit). `drift`: the machine's
-    speed takes a random step of this size (lognormal sigma) before each round."""
-    if change and culprit is None:
-        culprit = rng.randrange(1, n)
-    level = {i: 1.0 + (change if culprit is not None and i >= culprit else 0.0)
-             for i in range(n)}
+def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
+                rng: random.Random, drift: float = 0.0) -> Trial:
+    """One bisection; `changes`: culprit index -> relative change from there on (none: a
+    null history). `drift`: the machine's speed takes a lognormal step before each run."""
+    level = [math.prod(1 + c for k, c in changes.items() if i >= k) for i in range(n)]
     samples: dict[int, list[tuple[int, float]]] = {}
     attempts: dict[int, int] = {}
-    own: dict[int, int] = {}
-    machine, rnd = 1.0, 0
+    state = {"machine": 1.0, "round": 0, "runs": 0}
 
-    def measure(asked, indices) -> None:
-        nonlocal machine, rnd
-        rnd += 1
-        for i in asked:
-            own[i] = own.get(i, 0) + rule.block
-        machine *= rng.lognormvariate(0, drift) if drift else 1.0
-        for _ in range(rule.block):           # interleaved, as the engine runs them
-            for i in indices:
-                value = machine * level[i] * rng.lognormvariate(0, noise)
-                samples.setdefault(i, []).append((rnd, value))
-                attempts[i] = attempts.get(i, 0) + 1
+    def run(i: int) -> None:
+        state["machine"] *= rng.lognormvariate(0, drift) if drift else 1.0
+        samples.setdefault(i, []).append(
+            (state["round"], state["machine"] * level[i] * noise(rng)))
+        attempts[i] = attempts.get(i, 0) + 1
+        state["runs"] += 1
 
+    def measure(asked: tuple[int, ...], verdicts) -> None:
+        state["round"] += 1
+        todo = tuple(sorted(set(asked) | set(guard(verdicts, n, state["round"]))))
+        for _ in range(rule.block):
+            todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs)
+            if not todo:
+                return
+            for i in todo:
+                run(i)
+            more = wanted(n, samples, attempts, rule)
+            todo = tuple(i for i in asked if i in more)
+
+    culprits = tuple(sorted(changes))
     while True:
-        j = judge(n, samples, attempts, rule)
+        j = judge(n, samples, attempts, rule, settled(n, samples, rule))
         if j.more:
-            measure(j.more, companions(j.more, j.verdicts, n))
+            measure(j.more, j.verdicts)
             continue
         if j.difference is None or j.difference.call != "differ":
-            return Trial("no-change", None, culprit, attempts, own)
+            return Trial("exit-3", None, culprits, state["runs"])
         step = next_step(n, j.verdicts)
         if isinstance(step, Result):
-            step = confirm(step, samples, attempts, rule)
+            step = confirm(step, samples, attempts, rule, j.verdicts)
             if isinstance(step, tuple):
-                measure(step, companions(step, j.verdicts, n))
+                measure(step, j.verdicts)
                 continue
             first = step.first_new if step.status is Status.FOUND else None
-            return Trial(step.status.value, first, culprit, attempts, own)
-        measure(step.indices, companions(step.indices, j.verdicts, n))
+            return Trial(step.status.value, first, culprits, state["runs"])
+        measure(step.indices, j.verdicts)
 
 
-def summary(trials: list[Trial]) -> dict[str, float]:
-    per_probe = [r for t in trials for r in t.own.values()]
-    total = [sum(t.runs.values()) for t in trials]
-    return {"found": sum(t.right for t in trials) / len(trials),
-            "wrong": sum(t.wrong for t in trials) / len(trials),
-            "no_change": sum(t.status == "no-change" for t in trials) / len(trials),
-            "runs_median": statistics.median(per_probe),
-            "runs_max": max(per_probe), "runs_total_median": statistics.median(total)}
+def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Random,
+                culprit: int) -> int:
+    """The same search with each commit decided by the SPRT against the two known
+    distributions (their medians and noise known, no endpoints to establish): the floor."""
+    draws = sorted(math.log(noise(rng)) for _ in range(4001))
+    mid = draws[2000]
+    s = seq.MAD_TO_SIGMA * statistics.median(abs(d - mid) for d in draws)
+    lo, hi = mid, mid + math.log1p(change)
+    verdicts, runs = {}, 0
+    from bisect_ngc.search import Verdict
+    verdicts[0], verdicts[n - 1] = Verdict.PASS, Verdict.FAIL
+    while not isinstance(step := next_step(n, verdicts), Result):
+        for i in step.indices:
+            total = 0.0
+            while abs(total) < seq.wald(rule.p):
+                x = math.log(noise(rng)) + (math.log1p(change) if i >= culprit else 0.0)
+                total += seq.llr(x, lo, hi, s)
+                runs += 1
+            verdicts[i] = Verdict.FAIL if total > 0 else Verdict.PASS
+    return runs
+
+
+ROWS = [   # (label, changes as fractions of n or absolute, noise, drift)
+    ("5% change, 2% lognormal noise", [0.05], lognormal(0.02), 0.0),
+    ("5%, Pareto (heavy-tailed) noise", [0.05], pareto(0.02), 0.0),
+    ("5%, bimodal noise (two clock states 10% apart)", [0.05], bimodal(0.02), 0.0),
+    ("5%, drift 0.2% per run", [0.05], lognormal(0.02), 0.002),
+    ("3% change, 3% noise", [0.03], lognormal(0.03), 0.0),
+    ("two +5% changes in one range", [0.05, 0.05], lognormal(0.02), 0.0),
+    ("2.25%, 0.05% noise (the H200's repro --measure)", [0.0225], lognormal(0.0005), 0.0),
+]
+NULLS = [("null, 2% lognormal", lognormal(0.02), 0.0), ("null, Pareto", pareto(0.02), 0.0),
+         ("null, bimodal", bimodal(0.02), 0.0), ("null, drift 0.2%/run", lognormal(0.02), 0.002)]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--n", type=int, default=64)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--nulls", type=int, default=125, help="null sessions per noise kind")
+    ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rule = Rule()
-    print(f"rule: p {rule.p}, min change {rule.min_change:.0%}, block {rule.block}, max runs "
-          f"{rule.max_runs}; {args.trials} trials of {args.n} candidates each")
-    for change, noise, drift in [(0.0, 0.02, 0), (0.0, 0.10, 0), (0.0, 0.02, 0.03),
-                                 (0.05, 0.02, 0), (0.10, 0.03, 0), (0.03, 0.01, 0),
-                                 (0.08, 0.05, 0), (0.08, 0.05, 0.03), (0.02, 0.002, 0)]:
+    print(f"rule: p {rule.p}, min change {rule.min_change:.0%}, up to {rule.block} runs a "
+          f"round, max runs {rule.max_runs}; {args.trials} trials of {args.n} commits\n")
+    print("| scenario | found | both named | ambiguous | exit 3 | wrong | runs, median | "
+          "oracle runs, median |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, sizes, noise, drift in ROWS:
         rng = random.Random(args.seed)
-        s = summary([bisect_once(args.n, change, noise, rule, rng, drift=drift)
-                     for _ in range(args.trials)])
-        print(f"change {change:4.0%} noise {noise:5.1%} drift {drift:4.0%}: found "
-              f"{s['found']:.3f}, wrong culprit {s['wrong']:.3f}, 'no change' "
-              f"{s['no_change']:.3f}, runs per probe (its own) median {s['runs_median']:g} "
-              f"max {s['runs_max']}, runs per bisection (references included) median "
-              f"{s['runs_total_median']:g}")
+        trials, oracle, both = [], [], 0
+        for _ in range(args.trials):
+            at = sorted(rng.sample(range(1, args.n), len(sizes)))
+            t = bisect_once(args.n, dict(zip(at, sizes)), noise, rule, rng, drift)
+            trials.append(t)
+            if len(sizes) == 1 and not drift:
+                oracle.append(oracle_runs(args.n, sizes[0], noise, rule, rng, at[0]))
+        row = [sum(t.right for t in trials), both or "-",
+               sum(t.status == "ambiguous" for t in trials),
+               sum(t.status == "exit-3" for t in trials), sum(t.wrong for t in trials),
+               statistics.median(t.runs for t in trials),
+               statistics.median(oracle) if oracle else "-"]
+        print(f"| {label} | " + " | ".join(str(v) for v in row) + " |")
+    for label, noise, drift in NULLS:
+        rng = random.Random(args.seed)
+        trials = [bisect_once(args.n, {}, noise, rule, rng, drift) for _ in range(args.nulls)]
+        print(f"| {label} ({args.nulls} sessions) | - | - | "
+              f"{sum(t.status == 'ambiguous' for t in trials)} | "
+              f"{sum(t.status == 'exit-3' for t in trials)} | "
+              f"{sum(t.status == 'found' for t in trials)} | "
+              f"{statistics.median(t.runs for t in trials):g} | - |")
     return 0
 
 

@@ -1,43 +1,42 @@
-"""Metric verdicts: samples of a measurement in, "like old", "like new" or "unknown" out.
+"""Metric verdicts: samples of a measurement in, "like old", "like new", "like neither" or
+"unknown" out.
 
 Pure, beside the search. A bisection on a metric first asks whether its two endpoints
-differ at all (`endpoints`); only then is each commit's sample compared with both
-endpoints' samples (`classify`), and `judge` turns all the samples into the search's
-verdicts plus the commits that need more runs. Every decision is a function of the
-samples as multisets, so the order in which runs arrive never changes an answer.
-
-The test is Mann-Whitney U (two-sided), or Pinpoint's min(Kolmogorov-Smirnov, Mann-Whitney
-U). A sample is looked at again after each block of runs, up to `max_runs`; each look uses
-`p / looks` (Bonferroni), so peeking keeps the false-difference rate at most `p`.
+differ at all (`endpoints`): the (1 - alpha) interval of the relative change must lie
+beyond +-min_change ("differ"), or inside it ("same"). The k-th look at a pair spends
+alpha = p / (k (k + 1)), so any number of looks keeps the false-difference rate at most p.
+Then each commit is a question with two answers, like old or like new (`classify`):
+Wald's sequential probability ratio test over its runs (sequential.py), at error rates p
+both ways, so one run decides when the sides lie far apart, and a commit whose numbers lie
+far from both sides is "like neither" (the change is spread over several commits), never
+forced into a side. `judge` turns all the samples into the search's verdicts plus the
+commits that need more runs, correcting each round's numbers by the drift its interleaved
+reference runs show. Every decision is a function of the samples as multisets of
+(round, number), so the order in which runs arrive never changes an answer.
 """
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Collection, Mapping, Sequence
 
-from .search import Result, Status, Verdict, open_interval
+from . import sequential as seq
+from .search import Result, Status, Verdict, next_step, open_interval
 
 
 class Call(str, Enum):
     LIKE_OLD = "like-old"
     LIKE_NEW = "like-new"
+    NEITHER = "like-neither"
     UNKNOWN = "unknown"
-
-
-class Statistic(str, Enum):
-    MWU = "mwu"             # Mann-Whitney U
-    PINPOINT = "pinpoint"   # min(Kolmogorov-Smirnov, Mann-Whitney U), as Chromium's Pinpoint
 
 
 @dataclass(frozen=True)
 class Rule:
     p: float = 0.01              # the false-difference rate allowed over all looks
     min_change: float = 0.02     # relative; smaller differences are "no change"
-    test: Statistic = Statistic.MWU
-    block: int = 5               # runs a commit gets per round
+    block: int = 5               # runs a commit gets per round at most
     max_runs: int = 30           # per commit; past it an unknown is unresolved
     lower_is_better: bool = True
 
@@ -50,13 +49,16 @@ class Rule:
             raise ValueError("runs per round must be >= 2 and max runs >= runs per round")
 
     @property
-    def looks(self) -> int:
-        return math.ceil(self.max_runs / self.block)
+    def search_alpha(self) -> float:
+        """The search's error rate per commit: five times p (at most 0.05). A wrong call can
+        only change the answer through the answer's pair, which `confirm` calls again at p
+        with fresh runs, so an answer is wrong at about p times this."""
+        return min(0.05, 5 * self.p)
 
-    @property
-    def alpha(self) -> float:
-        """The threshold of one look."""
-        return self.p / self.looks
+    def alpha(self, look: int = 1) -> float:
+        """The threshold of the look-th look at one pair: p / (look (look + 1)), which sums
+        to p over any number of looks."""
+        return self.p / (look * (look + 1))
 
 
 @dataclass(frozen=True)
@@ -81,69 +83,96 @@ class Difference:
 
     def describe(self, rule: Rule) -> str:
         s = self.shift
-        return (f"{s.change:+.2%} (the {s.confidence:.0%} interval {s.low:+.2%} .. "
+        return (f"{s.change:+.2%} (the {s.confidence * 100:.4g}% interval {s.low:+.2%} .. "
                 f"{s.high:+.2%}; p = {self.p:.2g} from {self.n_old} and {self.n_new} runs; "
-                f"a change must be at least {rule.min_change:.1%} at p <= {rule.alpha:.2g})")
+                f"a change counts when significant and at least {rule.min_change:.1%} with "
+                f"{SIZE_CONFIDENCE:.0%} confidence)")
 
 
-def p_value(a: Sequence[float], b: Sequence[float], test: Statistic = Statistic.MWU) -> float:
-    from scipy import stats
-    a, b = sorted(a), sorted(b)
-    if a == b or (len(set(a)) == 1 and set(a) == set(b)):
-        return 1.0
-    mwu = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-    if test is Statistic.PINPOINT:
-        return min(mwu, float(stats.ks_2samp(a, b).pvalue))
-    return mwu
+# Runs of each endpoint before any call: a spread needs a few numbers to be believed.
+ENDPOINT_RUNS = 5
+# Runs before a commit may be called like neither side.
+NEITHER_RUNS = 8
+# The confidence with which a change must be at least --min-change (one-sided).
+SIZE_CONFIDENCE = 0.95
 
 
-def shift(a: Sequence[float], b: Sequence[float], confidence: float = 0.99) -> Shift:
-    from scipy import stats
-    base = statistics.median(a)
-    diffs = sorted(y - x for x in a for y in b)
-    n, m = len(a), len(b)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    k = int(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
-    k = min(max(k, 0), len(diffs) - 1)
-    scale = abs(base) or 1.0
-    return Shift(statistics.median(diffs) / scale, diffs[k] / scale,
-                 diffs[len(diffs) - 1 - k] / scale, confidence)
+def looks(max_runs: int) -> list[int]:
+    """The sample sizes at which a pair is looked at: from ENDPOINT_RUNS on, about half as
+    many again each time, and max_runs last. Few looks keep each one's threshold mild."""
+    sizes, n = [], ENDPOINT_RUNS
+    while n < max_runs:
+        sizes.append(n)
+        n = max(n + 1, round(n * 1.5))
+    return sizes + [max_runs]
 
 
 def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Difference:
-    """Do the endpoints differ? "differ": p <= alpha and the shift is at least min_change;
-    "same": the shift's interval lies inside +-min_change, or both sides reached max_runs;
-    "unknown": more runs may tell."""
-    p = p_value(old, new, rule.test)
-    s = shift(old, new, 1 - rule.alpha)
-    if p <= rule.alpha and abs(s.change) >= rule.min_change:
+    """Do two samples differ? They are looked at when the smaller reaches a size of
+    `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there, and at
+    least min_change with 95% confidence (the 90% interval lies beyond +-min_change);
+    "same": that interval lies inside +-min_change; "unknown": not a look, or more runs
+    may tell (at max_runs, inconclusive)."""
+    n = min(len(old), len(new))
+    sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
+    look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
+    alpha = rule.alpha(look)
+    positive = min(min(old), min(new)) > 0
+    a, b = seq.scaled(old, positive), seq.scaled(new, positive)
+    st = seq.states([a, b])          # two machine states: each side's runs in one
+    a, b = seq.fold(a, st), seq.fold(b, st)
+    base = statistics.median(old)
+    rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
+    delta, low, high, p = seq.interval(a, b, alpha)
+    _, small, large, _ = seq.interval(a, b, 2 * (1 - SIZE_CONFIDENCE))
+    m = rule.min_change
+    if n not in sizes:
+        call = "unknown"
+    elif p <= alpha and (rel(small) >= m or rel(large) <= -m):
         call = "differ"
-    elif -rule.min_change < s.low and s.high < rule.min_change or \
-            min(len(old), len(new)) >= rule.max_runs:
+    elif -m < rel(small) and rel(large) < m:
         call = "same"
     else:
         call = "unknown"
-    return Difference(call, p, s, len(old), len(new))
+    return Difference(call, p, Shift(rel(delta), rel(low), rel(high), 1 - alpha), len(old),
+                      len(new))
 
 
 def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
-             rule: Rule) -> Call:
-    """Like old: differs from new beyond noise and by a material change, not from old, and
-    lies on old's side of the midpoint. Like new: the mirror. Else unknown."""
-    if not x:
+             rule: Rule, alpha: float | None = None, st: seq.States | None = None) -> Call:
+    """Like old or like new by the sequential test at error rates alpha (default p), when the
+    commit's trimmed mean also lies near that side (within a quarter of the shift, or three
+    standard errors of the difference); like neither when eight or more runs differ from
+    both sides at p / 100 and lie a quarter of the shift or more from each (a finding, so
+    it needs more than a decision); unknown while neither holds. All three samples on one
+    scale (see judge); `st`: the machine's two states, if it has them (see seq.states)."""
+    if not x or not old or not new:
         return Call.UNKNOWN
-    mid = (statistics.median(old) + statistics.median(new)) / 2
-    nearer_new = (statistics.median(x) > mid) == (statistics.median(new) > mid)
+    old, new = seq.fold(old, st), seq.fold(new, st)
+    lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]
+    s = st.sigma if st else seq.noise([old, new, x])
+    if st:
+        total = sum(seq.mixed_llr(v, lo_loc, hi_loc, st) for v in x)
+    else:
+        total = sum(seq.llr(v, lo_loc, hi_loc, s) for v in x)
+    bound = seq.wald(alpha or rule.p)
+    width = abs(hi_loc - lo_loc)
 
-    def differs(ref: Sequence[float]) -> bool:
-        return p_value(x, ref, rule.test) <= rule.alpha and \
-            abs(shift(ref, x, 1 - rule.alpha).change) >= rule.min_change / 2
+    mine = seq.fold(x, st)           # at the commit's own most likely level
+    mid = seq.trimmed(mine)[0]
 
-    from_old, from_new = differs(old), differs(new)
-    if from_old and not from_new and nearer_new:
+    def near(side: list[float], loc: float) -> bool:
+        error = 3 * 1.25 * s * (1 / len(x) + 1 / len(side)) ** 0.5
+        return abs(mid - loc) <= max(width / 4, error)
+
+    if total >= bound and near(new, hi_loc):
         return Call.LIKE_NEW
-    if from_new and not from_old and not nearer_new:
+    if total <= -bound and near(old, lo_loc):
         return Call.LIKE_OLD
+    if len(x) >= NEITHER_RUNS and min(abs(mid - lo_loc), abs(mid - hi_loc)) >= width / 4 and \
+            all(seq.interval(side, mine, rule.p / 100)[3] <= rule.p / 100
+                for side in (old, new)):
+        return Call.NEITHER
     return Call.UNKNOWN
 
 
@@ -164,13 +193,15 @@ def together(a: Sample, b: Sample) -> tuple[list[float], list[float]]:
     return numbers(a, common), numbers(b, common)
 
 
-def companions(step: Sequence[int], verdicts: Mapping[int, Verdict], n: int) -> tuple[int, ...]:
-    """What a round measures: the commits the search asks for, interleaved with the two ends
-    of the interval still open (already known like old and like new), so each commit is
-    compared with numbers taken at the same time, not before the machine drifted."""
-    lo, hi = open_interval(n, verdicts) if 0 in verdicts and n - 1 in verdicts else (0, n - 1)
-    ends = [i for i in (lo, hi) if verdicts.get(i) in (Verdict.PASS, Verdict.FAIL)]
-    return tuple(sorted(set(step) | set(ends)))
+def guard(verdicts: Mapping[int, Verdict], n: int, rnd: int) -> tuple[int, ...]:
+    """A round's drift guard: one run of one end of the interval still open (the old end in
+    odd rounds, the new end in even ones), interleaved with the commits the search asks
+    for. How far it sits from its side is the machine's drift (see `corrected`)."""
+    if not (0 in verdicts and n - 1 in verdicts):
+        return ()
+    lo, hi = open_interval(n, verdicts)
+    end = lo if rnd % 2 else hi
+    return (end,) if verdicts.get(end) in (Verdict.PASS, Verdict.FAIL) else ()
 
 
 @dataclass(frozen=True)
@@ -184,75 +215,206 @@ class Judgement:
     calls: dict[int, Call] = field(default_factory=dict)
 
 
+# Runs of one commit that may end with no number (a crash, a missing line) before it
+# counts as untestable: a run without a number is tried again, not forever.
+NO_NUMBER_TRIES = 3
+
+
+def settled(n: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
+    """The endpoints' difference as first decided, round by round: once they differ, they
+    differ for the rest of the session (later looks do not undo the search)."""
+    ends = (samples.get(0, ()), samples.get(n - 1, ()))
+    for r in sorted({r for side in ends for r, _ in side}):
+        upto = [[(k, v) for k, v in side if k <= r] for side in ends]
+        if all(upto):
+            diff = endpoints(*together(*upto), rule)
+            if diff.call == "differ":
+                return diff
+    return None
+
+
 def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-          rule: Rule) -> Judgement:
+          rule: Rule, decided: Difference | None = None) -> Judgement:
     """`samples[i]`: what was measured at candidate i; `attempts[i]`: its runs so far, the
-    failed ones included. A commit with no number is a skip; one still unknown at max_runs is
-    unresolved (a skip that keeps its numbers). A commit is compared with the numbers of the
-    commits already judged like old and like new from the rounds that measured it."""
+    failed ones included; `decided`: the endpoints' difference once made (`settled`). A
+    commit with no number after NO_NUMBER_TRIES runs is a skip; one still unknown at
+    max_runs is unresolved (a skip that keeps its numbers). A commit is compared with the
+    numbers of the commits already judged like old and like new from the rounds that
+    measured it. Endpoints still unknown when neither may run more are "unknown" with no
+    more runs: inconclusive, never "same"."""
     ends = (0, n - 1)
-    unusable = [i for i in ends if attempts.get(i, 0) and not samples.get(i)]
-    untried = tuple(i for i in ends if not attempts.get(i, 0))
-    if untried:
-        return Judgement({i: Verdict.SKIP for i in unusable}, more=untried)
-    if unusable:        # the search reports invalid endpoints, naming the skipped one
-        return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
-                          n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
-    diff = endpoints(*together(samples[0], samples[n - 1]), rule)
-    if diff.call != "differ":
-        more = () if diff.call == "same" else \
-            tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
-        return Judgement(more=more, difference=diff)
+    early = _endpoints_first(n, samples, attempts, rule, decided)
+    if isinstance(early, Judgement):
+        return early
+    diff = early
     verdicts = {0: Verdict.PASS, n - 1: Verdict.FAIL}
+    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    st = machine_states(samples, positive)
     calls, more = {}, []
     first = {i: min((r for r, _ in samples.get(i, ())), default=-1) for i in attempts}
     for i in sorted((i for i in attempts if i not in ends), key=lambda i: (first[i], i)):
         sample = samples.get(i, ())
         if not sample:
-            verdicts[i] = Verdict.SKIP
+            if attempts[i] < min(NO_NUMBER_TRIES, rule.max_runs):
+                more.append(i)
+            else:
+                verdicts[i] = Verdict.SKIP
             continue
-        sides = {v: [j for j, vj in verdicts.items() if vj is v]
-                 for v in (Verdict.PASS, Verdict.FAIL)}
-        seen = {v: {r for j in js for r, _ in samples.get(j, ())} for v, js in sides.items()}
-        # the rounds that measured i beside a commit of each side (not those where i was
-        # itself the reference of another)
-        rounds = {r for r, _ in sample} & seen[Verdict.PASS] & seen[Verdict.FAIL]
-        if rounds:
-            x = numbers(sample, rounds)
-            refs = {v: [y for j in js for y in numbers(samples[j], rounds)]
-                    for v, js in sides.items()}
-        else:
-            x = numbers(sample)
-            refs = {Verdict.PASS: numbers(samples[0]), Verdict.FAIL: numbers(samples[n - 1])}
-        calls[i] = call = classify(x, refs[Verdict.PASS], refs[Verdict.FAIL], rule)
+        x, old, new = corrected(sample, references(samples, verdicts), positive, st)
+        calls[i] = call = classify(numbers(x), old, new, rule, rule.search_alpha, st)
         if call is Call.LIKE_OLD:
             verdicts[i] = Verdict.PASS
         elif call is Call.LIKE_NEW:
             verdicts[i] = Verdict.FAIL
-        elif attempts[i] < rule.max_runs:
+        elif call is Call.UNKNOWN and attempts[i] < rule.max_runs:
             more.append(i)
         else:
-            verdicts[i] = Verdict.SKIP
+            verdicts[i] = Verdict.SKIP      # like neither, or unresolved at max_runs
     return Judgement(verdicts, tuple(sorted(more)), diff, calls)
 
 
-def confirm(found: Result, samples: Mapping[int, Sample],
-            attempts: Mapping[int, int], rule: Rule) -> Result | tuple[int, ...]:
-    """The answer's own evidence: the last old and the first new commit must differ from
-    each other by the same rule as the endpoints. Returns the result (ambiguous, with the
-    numbers, if they do not), or the two commits when more runs may tell."""
+def references(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
+               leave_out: int | None = None) -> dict[Verdict, Sample]:
+    """The runs of the commits judged like old (PASS) and like new (FAIL)."""
+    return {side: [run for j, v in verdicts.items() if v is side and j != leave_out
+                   for run in samples.get(j, ())] for side in (Verdict.PASS, Verdict.FAIL)}
+
+
+def machine_states(samples: Mapping[int, Sample], positive: bool) -> seq.States | None:
+    """The machine's two states, if the runs of the commits measured more than once show
+    them (every commit's number may fall in either)."""
+    return seq.states([seq.scaled(numbers(s), positive) for s in samples.values()])
+
+
+def corrected(sample: Sample, refs: Mapping[Verdict, Sample], positive: bool,
+              st: seq.States | None = None
+              ) -> tuple[list[tuple[int, float]], list[float], list[float]]:
+    """The commit's (round, number) and both sides' numbers (PASS: like old, FAIL: like
+    new) on the compared scale, each less its round's drift as the reference runs show
+    (the sides' runs of the upper state brought down first, `seq.fold`)."""
+    sides, offset = _drift(refs, positive, st)
+    x = list(zip((r for r, _ in sample), seq.scaled([v for _, v in sample], positive)))
+    less = lambda runs: [(r, v - offset.get(r, 0.0)) for r, v in runs]     # noqa: E731
+    return less(x), numbers(less(sides[Verdict.PASS])), numbers(less(sides[Verdict.FAIL]))
+
+
+def _drift(refs: Mapping[Verdict, Sample], positive: bool, st: seq.States | None
+           ) -> tuple[dict[Verdict, list[tuple[int, float]]], dict[int, float]]:
+    sides = {}
+    for side, runs in refs.items():
+        values = seq.fold(seq.scaled([v for _, v in runs], positive), st)
+        sides[side] = list(zip((r for r, _ in runs), values))
+    location = {v: statistics.median(u for _, u in runs) for v, runs in sides.items() if runs}
+    return sides, seq.offsets({v: r for v, r in sides.items() if r}, location,
+                              seq.noise([numbers(v) for v in sides.values()]))
+
+
+def drift(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict]) -> dict[int, float]:
+    """The drift taken out of each round's numbers, as a relative change (for the report)."""
+    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    _, offset = _drift(references(samples, verdicts), positive,
+                       machine_states(samples, positive))
+    return {r: seq.relative(d, 1.0, positive) for r, d in sorted(offset.items())}
+
+
+def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+                     rule: Rule, decided: Difference | None) -> Judgement | Difference:
+    """The endpoints' judgement while they are not known to differ, else their difference."""
+    ends = (0, n - 1)
+    retry = tuple(i for i in ends if not samples.get(i) and
+                  attempts.get(i, 0) < min(NO_NUMBER_TRIES, rule.max_runs))
+    unusable = [i for i in ends if not samples.get(i) and i not in retry]
+    if retry:
+        return Judgement({i: Verdict.SKIP for i in unusable}, more=retry)
+    if unusable:        # the search reports invalid endpoints, naming the skipped one
+        return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
+                          n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
+    diff = decided or endpoints(*together(samples[0], samples[n - 1]), rule)
+    if diff.call != "differ":
+        more = () if diff.call == "same" else \
+            tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
+        return Judgement(more=more, difference=diff)
+    return diff
+
+
+# Runs each commit of the answer's pair needs before it is given: no answer rests on one run.
+CONFIRM_RUNS = 2
+
+
+def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference:
+    """How far hi lies from lo, judged with the noise of every commit measured: "differ"
+    when significant at p, one-sided, in the direction of the endpoints' change."""
+    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    st = machine_states(samples, positive)
+    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
+              for i, s in samples.items() if s}
+    s, dof = seq.pooled(list(folded.values()))
+    if st:
+        s = st.sigma
+    a, b = folded[lo], folded[hi]
+    ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
+    sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
+    delta, low, high, p = seq.shifted(a, b, s, dof, rule.p)
+    base = statistics.median(numbers(samples[lo]))
+    rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
+    one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
+    call = "differ" if one_sided <= rule.p else "unknown"
+    return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - rule.p),
+                      len(a), len(b))
+
+
+def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
+               rule: Rule) -> Call:
+    """i's call again, at error rates p / 10, on its runs of the rounds after the one that
+    decided it: the runs that made a decision cannot check it, for they are the ones that
+    happened to lean. (An answer is wrong only when its pair was called wrong and this
+    check then agrees with that call.)"""
+    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    st = machine_states(samples, positive)
+    x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
+    call = classify(numbers(x), old, new, rule, rule.search_alpha, st)
+    rounds = sorted({r for r, _ in x})
+    made = next((r for r in rounds if classify([v for k, v in x if k <= r], old, new, rule,
+                                               rule.search_alpha, st) is call), rounds[-1])
+    return classify([v for k, v in x if k > made], old, new, rule, rule.p / 10, st)
+
+
+def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+            rule: Rule, verdicts: Mapping[int, Verdict]) -> Result | tuple[int, ...]:
+    """The answer's own evidence, fresh: each commit of the pair (last old, first new) that
+    is not an endpoint is called the same way again by runs taken after its decision
+    (`fresh_call`), and the pair differs (`pair`). Returns the result (ambiguous, with the
+    numbers, if that fails within --max-runs), or the commits that need more runs."""
     if found.status is not Status.FOUND:
         return found
     lo, hi = found.last_old, found.first_new
-    pair = endpoints(*together(samples[lo], samples[hi]), rule)
-    if pair.call == "differ":
+    n = max(samples) + 1
+    want = {lo: Call.LIKE_OLD, hi: Call.LIKE_NEW}
+    more = tuple(i for i in (lo, hi) if i not in (0, n - 1) and
+                 fresh_call(i, samples, verdicts, rule) is not want[i])
+    d = pair(lo, hi, samples, rule)
+    if not more and d.call == "differ":
         return found
-    if pair.call == "unknown":
-        more = tuple(i for i in (lo, hi) if attempts.get(i, 0) < rule.max_runs)
-        if more:
-            return more
+    more = tuple(i for i in (more or (lo, hi)) if attempts.get(i, 0) < rule.max_runs)
+    if more:
+        return more
     return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
                   new_outcome=found.new_outcome, skipped=found.skipped,
-                  explanation=f"the search ends between #{lo} and #{hi}, but their numbers do "
-                              f"not differ by the rule: {pair.describe(rule)}; the change may "
-                              f"be spread over several commits")
+                  explanation=f"the search ends between #{lo} and #{hi}, but fresh runs of "
+                              f"them do not keep them apart: {d.describe(rule)}; the change "
+                              f"may be spread over several commits")
+
+
+def wanted(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+           rule: Rule) -> tuple[int, ...]:
+    """The commits that need another run now: those `judge` cannot call yet, else the
+    answer's pair while `confirm` asks for fresh runs. A round runs these until none is
+    left, the search's next commits being another round's business."""
+    j = judge(n, samples, attempts, rule, settled(n, samples, rule))
+    if j.more or j.difference is None or j.difference.call != "differ":
+        return j.more
+    step = next_step(n, j.verdicts)
+    if isinstance(step, Result):
+        checked = confirm(step, samples, attempts, rule, j.verdicts)
+        return checked if isinstance(checked, tuple) else ()
+    return ()

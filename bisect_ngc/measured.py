@@ -18,10 +18,11 @@ from typing import Any
 from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
-from .comparator import Rule, companions, confirm, endpoints, judge, numbers, together
+from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, confirm, drift, endpoints,
+                         guard, judge, numbers, pair, settled, together, wanted)
 from .bisection_inputs import Tier
 from .engine import Bisection
-from .search import Result, Round, Status, Verdict, next_step, skip_limit
+from .search import Result, Round, Status, Verdict, next_step, open_interval, skip_limit
 from .keys import digest
 from .records import ProbeRecord, SessionResult
 
@@ -68,16 +69,13 @@ def spread(sample: list[float]) -> dict[str, float]:
             "min": min(sample), "max": max(sample)}
 
 
-FOREIGN = 10**6      # rounds of the k-th other session are numbered -k * FOREIGN + round
-
-
 class MeasuredBisection(Bisection):
     verifies = False      # its answer is confirmed by fresh samples (comparator.confirm) instead
     def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
         self.metric = metric
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
         self.attempts: dict[int, int] = {}
-        self._sessions: dict[str, int] = {}     # another session's id -> its block of rounds
+        self.tried: dict[int, list[int]] = {}      # the round of every run, numbers or not
         super().__init__(*args, **kwargs)
 
     def _adopt(self, recipe, backend) -> None:
@@ -86,56 +84,57 @@ class MeasuredBisection(Bisection):
 
     def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         n, rule = len(self.span.candidates), self.metric.rule
-        j = judge(n, self.samples, self.attempts, rule)
+        j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
         verdicts.clear()
         verdicts.update(j.verdicts)
         if j.more:
             return None, Round(j.more)
-        if j.difference is not None and j.difference.call == "same":
+        if j.difference is not None and j.difference.call != "differ":
+            what = ("do not differ" if j.difference.call == "same" else
+                    f"could not be told apart within --max-runs {rule.max_runs}")
             return None, Result(Status.INVALID_ENDPOINTS, explanation=(
-                f"the endpoints do not differ in {self.metric.name}: "
-                f"{j.difference.describe(rule)}; there is no change to bisect"))
+                f"the endpoints {what} in {self.metric.name}: "
+                f"{j.difference.describe(rule)}; " + (
+                    "there is no change to bisect" if j.difference.call == "same" else
+                    "raise --max-runs, or --min-change if the change is smaller")))
         step = next_step(n, verdicts)
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if isinstance(step, Round):
             return None, stop or step
-        checked = confirm(step, self.samples, self.attempts, rule)
+        checked = confirm(step, self.samples, self.attempts, rule, verdicts)
         return None, Round(checked) if isinstance(checked, tuple) else checked
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
                 ) -> tuple[Source | None, ProbeRecord | None]:
-        source, hit = super()._lookup(tier, i, lo, hi)
-        return (source, None) if i in self.attempts else (source, hit)
+        """Numbers of another session (another machine state, another day) never decide:
+        every number this session compares, it measured itself."""
+        return super()._lookup(tier, i, lo, hi)[0], None
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
-        """`block` passes over the commits and the open interval's ends, one run each per
-        pass: interleaved, so each commit is compared with numbers of the same time."""
-        cands = self.span.candidates
-        hits = tuple(i for i in step.indices
-                     if i not in self.attempts and self._cached(cands[i]) is not None)
-        if hits:        # whole samples from the cache, with the references of their rounds
-            super()._round(sid, rnd, Round(hits), verdicts, tier)
-        asked = tuple(i for i in step.indices if i not in hits)
-        if not asked:
-            return
-        measured = companions(asked, verdicts, len(cands))
-        target = {i: self.attempts.get(i, 0) + self.metric.rule.block for i in measured}
-        for _ in range(self.metric.rule.block):
-            # a commit whose runs never gave a number is not run again and again
-            todo = tuple(i for i in measured if self.attempts.get(i, 0) < target[i] and
-                         (self.samples.get(i) or self.attempts.get(i, 0) == 0))
+        """Up to `block` passes, one run of each commit a pass. The first pass also runs one
+        end of the open interval once (`comparator.guard`: its number shows the machine's
+        drift, by which this round's numbers are corrected); later passes run only the
+        commits still undecided, so a commit far from one side costs one run."""
+        n, rule = len(self.span.candidates), self.metric.rule
+        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, rnd))))
+        for _ in range(rule.block):
+            todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
+                         (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
             if not todo:
                 return
             for i in todo:      # one at a time: a backend runs a round's probes at once
                 super()._round(sid, rnd, Round((i,)), verdicts, tier)
+            more = wanted(n, self.samples, self.attempts, rule)
+            todo = tuple(i for i in step.indices if i in more)
 
     def request(self, sid: str, index: int, slot: int,
                 source: Source | None = None) -> ProbeRequest:
         """Each run of a commit is a probe of its own (numbered by the runs before it, so a
         resumed session asks for the one in flight again, and Slurm re-attaches to it)."""
-        return replace(super().request(sid, index, slot, source),
-                       run_key=str(self.attempts.get(index, 0)))
+        req = super().request(sid, index, slot, source)
+        run = str(self.attempts.get(index, 0))
+        return replace(req, run_key=run, log_dir=req.log_dir / f"run-{run}")   # a log a run
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
@@ -149,30 +148,18 @@ class MeasuredBisection(Bisection):
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
         i = rec.idx
-        if rec.cached:        # another session's rounds, kept apart from ours
-            tagged = [(self._foreign(sid, r), v) for sid, r, v in rec.details.get("tagged", [])]
-        else:
-            tagged = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
-        self.attempts[i] = self.attempts.get(i, 0) + max(1, len(tagged))
-        self.samples.setdefault(i, []).extend(tagged)
-        if not rec.cached and self.samples[i]:   # the cache keeps the commit's whole sample
-            whole = [[self.session.id if r >= 0 else sid, r if r >= 0 else orig, v]
-                     for (r, v), (sid, orig) in zip(self.samples[i], self._origins(i))]
-            self.store.cache_put(self.cache_key(rec.commit), replace(
-                rec, runs=[Verdict.PASS.value] * len(whole),
-                details=dict(rec.details, samples=numbers(self.samples[i]), tagged=whole)))
-
-    def _foreign(self, sid: str, rnd: int) -> int:
-        """A negative round number of our own for another session's round, in its order."""
-        k = self._sessions.setdefault(sid, len(self._sessions) + 1)
-        return -k * FOREIGN + rnd
-
-    def _origins(self, i: int) -> list[tuple[str, int]]:
-        back = {k: sid for sid, k in self._sessions.items()}
-        return [(back[-(r // FOREIGN)], r % FOREIGN) if r < 0 else ("", r)
-                for r, _ in self.samples[i]]
+        numbers_ = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
+        self.attempts[i] = self.attempts.get(i, 0) + max(1, len(numbers_))
+        self.tried.setdefault(i, []).extend([rec.round] * max(1, len(numbers_)))
+        self.samples.setdefault(i, []).extend(numbers_)
 
     def result(self, found: Result) -> SessionResult:
+        if found.status is Status.AMBIGUOUS and found.skipped and not found.stopped_early:
+            found = replace(found, explanation=(
+                f"{len(found.skipped)} commit(s) between the last like-old and the first "
+                "like-new commit could not be placed (unresolved within --max-runs, or like "
+                "neither side: see the measurements); raise --max-runs and run the same "
+                "command again to resolve them"))
         res = super().result(found)
         res.metric = m = self.summary(found)
         n, name = len(self.span.candidates), self.metric.name
@@ -184,20 +171,61 @@ class MeasuredBisection(Bisection):
 
     def summary(self, found: Result) -> dict[str, Any]:
         n, rule, cands = len(self.span.candidates), self.metric.rule, self.span.candidates
+        j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
         out: dict[str, Any] = {
             "name": self.metric.name, "better": self.metric.direction,
-            "rule": {"test": rule.test.value, "p": rule.p, "min_change": rule.min_change,
+            "rule": {"test": "yuen+sprt", "p": rule.p, "min_change": rule.min_change,
                      "runs_per_round": rule.block, "max_runs": rule.max_runs},
-            "samples": {cands[i]: dict(spread(numbers(s)), index=i)
-                        for i, s in sorted(self.samples.items()) if s}}
+            "samples": {cands[i]: dict(spread(numbers(s)), index=i, runs=self.attempts[i],
+                                       **call_of(i, n, j, self.attempts[i], rule))
+                        for i, s in sorted(self.samples.items()) if s},
+            "rounds": self.narrowing(),
+            "drift": {str(r): d for r, d in drift(self.samples, j.verdicts).items()}}
         pairs = [("endpoints", 0, n - 1)]
         if found.status is Status.FOUND:
             pairs.append(("culprit", found.last_old, found.first_new))
         for key, lo, hi in pairs:
             if self.samples.get(lo) and self.samples.get(hi):
-                d = endpoints(*together(self.samples[lo], self.samples[hi]), rule)
+                d = (endpoints(*together(self.samples[lo], self.samples[hi]), rule)
+                     if key == "endpoints" else pair(lo, hi, self.samples, rule))
                 s = d.shift
                 out[key] = {"change": s.change, "low": s.low, "high": s.high,
                             "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
         return out
+
+    def narrowing(self) -> list[list[int]]:
+        """[round, runs, old end, new end] after each round: the judgement replayed on the
+        numbers measured up to it."""
+        n, rule = len(self.span.candidates), self.metric.rule
+        rows = []
+        for r in sorted({k for rounds in self.tried.values() for k in rounds}):
+            upto = {i: [(k, v) for k, v in s if k <= r] for i, s in self.samples.items()}
+            tries = {i: sum(1 for k in rounds if k <= r) for i, rounds in self.tried.items()}
+            j = judge(n, upto, {i: t for i, t in tries.items() if t}, rule,
+                      settled(n, upto, rule))
+            lo, hi = (open_interval(n, j.verdicts) if j.verdicts.get(0) is Verdict.PASS and
+                      j.verdicts.get(n - 1) is Verdict.FAIL else (0, n - 1))
+            rows.append([r, sum(rounds.count(r) for rounds in self.tried.values()), lo, hi])
+        return rows
+
+
+def call_of(i: int, n: int, j: Judgement, runs: int, rule: Rule) -> dict[str, str]:
+    """What the numbers say of commit i, and why, in words for the report."""
+    if i in (0, n - 1):
+        return {"call": "old endpoint" if i == 0 else "new endpoint",
+                "why": "the side every commit is compared with"}
+    verdict, call = j.verdicts.get(i), j.calls.get(i)
+    if verdict is Verdict.PASS:
+        return {"call": "like old", "why": "the sequential test chose the old side"}
+    if verdict is Verdict.FAIL:
+        return {"call": "like new", "why": "the sequential test chose the new side"}
+    if call is Call.NEITHER:
+        return {"call": "like neither", "why": "its numbers differ from both sides: the "
+                "change is spread over several commits, or goes up and back down"}
+    if verdict is Verdict.SKIP and call is None:
+        return {"call": "no number", "why": f"{runs} run(s) printed no number"}
+    if verdict is Verdict.SKIP:
+        return {"call": "unresolved", "why": f"still unclear after {runs} runs "
+                f"(--max-runs {rule.max_runs})"}
+    return {"call": "undecided", "why": "the search ended before it was needed"}

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .comparator import Rule, Statistic
+from .comparator import Rule
 from .errors import UserError
 from .measured import Metric
 from .options import OPTIONS
@@ -65,7 +65,7 @@ def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat
                             "'_', '.' and '-'", hint="e.g. --metric step_ms")
         params["test"] = with_metric_cmd(params["test"], cmd, name.strip())
     rule = Rule(p=params["p_threshold"], min_change=_fraction(params["min_change"]),
-                test=Statistic(params["metric_test"]), block=params["runs_per_round"],
+                block=params["runs_per_round"],
                 max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])
     return Metric(name.strip(), rule)
 

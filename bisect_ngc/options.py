@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from .backends import settings_type
-from .comparator import Statistic
 from .bisection_inputs import DEFAULT_MAX_SKIPS
 from .option_rules import Rules
 from .releases import UPSTREAM
@@ -243,36 +242,35 @@ OPTIONS: tuple[Opt, ...] = (
     _o("metric", "metric", "--metric",
        "Bisect a measurement instead of pass/fail: NAME is a number in the test's last JSON "
        "line (a dotted path for nested objects), e.g. step_ms of `python -m repro --measure`. "
-       "Each commit gets runs in blocks until the comparator can tell whether it is like the "
-       "old endpoint or the new one; the endpoints must differ first (else exit 3). A run "
-       "that exits non-zero or prints no number measured nothing.", replay=False,
+       "Each commit gets runs, one at a time, until a sequential test can tell whether it is "
+       "like the old endpoint or the new one; the endpoints must differ first (else exit 3). "
+       "A run that exits non-zero or prints no number measured nothing, and is tried again. "
+       "`probe --metric NAME` measures one commit the same way.", replay=True,
        metavar="NAME"),
     _o("metric", "metric_cmd", "--metric-cmd",
        "--metric: a shell command run after each passing test run, in the same place; its "
-       "last line is the number (or a JSON object with NAME).", replay=False, metavar="CMD"),
+       "last line is the number (or a JSON object with NAME).", replay=True, metavar="CMD"),
     _o("metric", "lower_is_better", "--lower-is-better/--higher-is-better",
        "--metric: which way is better (default lower, as for a step time); only the wording "
-       "of the answer depends on it.", replay=False, default=True),
+       "of the answer depends on it.", replay=True, default=True),
     _o("metric", "min_change", "--min-change",
-       "--metric: the smallest relative change that counts; smaller differences between the "
-       "endpoints are \"no change\" (exit 3).", replay=False, default="2%",
+       "--metric: the smallest relative change worth bisecting: the endpoints differ when the "
+       "change is significant and at least this large with 95% confidence; they are the same "
+       "when its 90% interval lies inside +-this (exit 3).", replay=True, default="2%",
        show_default=True, metavar="PCT"),
     _o("metric", "p_threshold", "--p-threshold",
-       "--metric: the false-difference rate allowed for a comparison, over all its looks "
-       "(each look after a block of runs uses p / looks).", replay=False,
+       "--metric: the error rate allowed for a false difference between the endpoints over all "
+       "their looks (the k-th look uses p / (k (k + 1))); the search calls each commit at "
+       "5p (at most 0.05) and the answer's pair is called again by fresh runs at p / 10.", replay=True,
        type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
        show_default=True),
-    _o("metric", "metric_test", "--metric-test",
-       "--metric: mwu (Mann-Whitney U) or pinpoint (min of Kolmogorov-Smirnov and "
-       "Mann-Whitney U, as Chromium's Pinpoint).", replay=False,
-       type=click.Choice([s.value for s in Statistic]), default="mwu", show_default=True),
     _o("metric", "runs_per_round", "--runs-per-round",
-       "--metric: runs a commit gets each time it is measured, interleaved with the other "
-       "commits of the round (A B A B).", replay=False, type=click.IntRange(2, 100),
+       "--metric: runs a commit gets at most each time it is measured, one at a time, "
+       "interleaved with the other commits of the round; a commit decided sooner stops.", replay=True, type=click.IntRange(2, 100),
        default=5, show_default=True),
     _o("metric", "max_runs", "--max-runs",
        "--metric: runs of one commit at most; a commit still unclear then is unresolved (a "
-       "skip that keeps its numbers).", replay=False, type=click.IntRange(2, 1000),
+       "skip that keeps its numbers).", replay=True, type=click.IntRange(2, 1000),
        default=30, show_default=True),
     _o("bisect", "quiet", ("--quiet", "-q"), "No progress display.", replay=False,
        is_flag=True),

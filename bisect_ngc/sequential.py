@@ -1,0 +1,250 @@
+"""Sequential evidence for metric verdicts: as few runs as the noise allows. Pure.
+
+Numbers are compared on a log scale where they are all positive (a machine 3% slower
+makes every number 3% larger), else as they are. Each side's location is its median and
+the noise its pooled median absolute deviation, so one far outlier moves neither.
+
+- `interval`: the change between two samples with a (1 - alpha) interval and its p-value:
+  Yuen's test on 20%-trimmed means (Welch's t on trimmed means, Winsorized variances),
+  which holds its error rate under heavy tails and two-mode noise alike.
+- `llr`: the log-likelihood ratio "like new" over "like old" of one number, under
+  Student-t noise (4 degrees of freedom: heavy tails, so one far outlier moves a decision
+  by a bounded amount). Summed over a commit's runs it is Wald's sequential probability
+  ratio test: one run decides when the two sides lie far apart in units of the noise.
+- `offsets`: how far each round's reference runs sit from their sides, the machine's
+  drift, by which a commit's numbers of that round are corrected.
+Two clock states (a GPU that runs some processes at a lower clock) are not told apart:
+they count as noise, as wide as their distance, so they cost runs but name no culprit.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+NU = 4.0
+MAD_TO_SIGMA = 1.4826
+FLOOR = 1e-6                # the smallest noise believed (log units: 0.0001%)
+
+
+def scaled(values: Sequence[float], positive: bool) -> list[float]:
+    return [math.log(v) for v in values] if positive else list(values)
+
+
+def relative(delta: float, base: float, positive: bool) -> float:
+    """A difference on the compared scale as a relative change."""
+    return math.expm1(delta) if positive else delta / (abs(base) or 1.0)
+
+
+TRIM = 0.2
+
+
+def noise(groups: Sequence[Sequence[float]]) -> float:
+    """The pooled scale, the larger of two: the median absolute deviation from each group's
+    own median (an odd group's median itself left out, which would pull it to zero), and
+    the 20%-Winsorized standard deviation (which sees two clock states as spread)."""
+    deviations: list[float] = []
+    squares, dof = 0.0, 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        m = statistics.median(g)
+        devs = sorted(abs(v - m) for v in g)
+        deviations += devs[1:] if len(g) % 2 else devs
+        w = winsorized(g)
+        squares += sum((v - statistics.fmean(w)) ** 2 for v in w)
+        dof += len(g) - 1
+    if not deviations:
+        return FLOOR
+    return max(MAD_TO_SIGMA * statistics.median(deviations), math.sqrt(squares / dof), FLOOR)
+
+
+def winsorized(values: Sequence[float]) -> list[float]:
+    v = sorted(values)
+    g = int(TRIM * len(v))
+    return [min(max(x, v[g]), v[len(v) - 1 - g]) for x in v]
+
+
+def trimmed(values: Sequence[float]) -> tuple[float, float, int]:
+    """(20%-trimmed mean, the squared standard error Yuen gives it, the kept count)."""
+    v = sorted(values)
+    g = int(TRIM * len(v))
+    kept = v[g:len(v) - g]
+    h = len(kept)
+    w = winsorized(v)
+    var = statistics.variance(w) if len(w) > 1 else 0.0
+    return statistics.fmean(kept), (len(v) - 1) * var / (h * max(h - 1, 1)), h
+
+
+def interval(old: Sequence[float], new: Sequence[float], alpha: float
+             ) -> tuple[float, float, float, float]:
+    """(change, low, high, p) of new against old on the compared scale (Yuen's test)."""
+    from scipy import stats
+    (m_old, d_old, h_old), (m_new, d_new, h_new) = trimmed(old), trimmed(new)
+    floor = (FLOOR * FLOOR) / max(h_old, 1)
+    d_old, d_new = max(d_old, floor), max(d_new, floor)
+    se = math.sqrt(d_old + d_new)
+    df = max(1.0, (d_old + d_new) ** 2 / (d_old ** 2 / max(h_old - 1, 1) +
+                                          d_new ** 2 / max(h_new - 1, 1)))
+    delta = m_new - m_old
+    q = float(stats.t.ppf(1 - alpha / 2, df))
+    p = float(2 * stats.t.sf(abs(delta) / se, df))
+    return delta, delta - q * se, delta + q * se, p
+
+
+def llr(x: float, old: float, new: float, s: float) -> float:
+    """log p(x | new) - log p(x | old), Student-t noise of scale s."""
+    def logt(z: float) -> float:
+        return -(NU + 1) / 2 * math.log1p(z * z / NU)
+    return logt((x - new) / s) - logt((x - old) / s)
+
+
+def wald(alpha: float) -> float:
+    """Wald's boundary for error rates alpha both ways: decide past +-this."""
+    return math.log((1 - alpha) / alpha)
+
+
+def pooled(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The pooled noise of all groups (see `noise`) and its degrees of freedom."""
+    return noise(groups), max(1, sum(len(g) - 1 for g in groups if len(g) > 1))
+
+
+def shifted(a: Sequence[float], b: Sequence[float], s: float, dof: int, alpha: float
+            ) -> tuple[float, float, float, float]:
+    """(change, low, high, p) of b's trimmed mean over a's, with the noise s known
+    from every commit's runs (dof degrees of freedom): a pair of few runs each can differ
+    significantly when the whole session shows the noise small."""
+    from scipy import stats
+    se = 1.25 * s * math.sqrt(1 / len(a) + 1 / len(b))     # a trimmed mean's efficiency
+    delta = trimmed(b)[0] - trimmed(a)[0]
+    q = float(stats.t.ppf(1 - alpha / 2, dof))
+    return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
+
+
+DRIFT_Z = 2.5   # a round's offset is believed only beyond this many of its standard errors
+
+
+def offsets(refs: Mapping[int, Sequence[tuple[int, float]]], location: Mapping[int, float],
+            s: float) -> dict[int, float]:
+    """Per round, the machine's drift: the median distance of that round's reference runs
+    from their side's location (refs[side] holds (round, value) of the commits known to
+    be on that side), shrunk towards 0 by DRIFT_Z of its standard errors (noise s). A
+    round's one guard run is noisy: unshrunk, it would add its noise to every number it
+    corrects, and a machine that does not drift would be corrected all the same."""
+    by_round: dict[int, list[float]] = {}
+    for side, runs in refs.items():
+        for r, v in runs:
+            by_round.setdefault(r, []).append(v - location[side])
+    out = {}
+    for r, d in by_round.items():
+        m = statistics.median(d)
+        shrunk = max(0.0, abs(m) - DRIFT_Z * 1.25 * s / math.sqrt(len(d)))
+        if shrunk:
+            out[r] = math.copysign(shrunk, m)
+    return out
+
+
+@dataclass(frozen=True)
+class States:
+    """Two machine states (a GPU that runs some processes at a lower clock): a run is in the
+    upper one with probability `share`, `gap` above its commit's level on the compared
+    scale; `sigma` is the noise within a state."""
+    gap: float
+    share: float
+    sigma: float
+
+
+STATES_RUNS = 16          # runs, in groups of STATES_GROUP or more, before two states are sought
+STATES_GROUP = 6          # a smaller group fits any two states by placing its own level
+STATES_SEPARATION = 4.0   # the gap, in within-state noise, before two states are believed
+
+
+def _phi(z: float) -> float:
+    return math.exp(-0.5 * z * z)
+
+
+def _em(gs: list[list[float]], gap: float) -> tuple[float, States, list[float]] | None:
+    """EM from a starting gap: (log-likelihood, states, each group's level), or None if
+    one state empties."""
+    n = sum(len(g) for g in gs)
+    level = [min(g) for g in gs]
+    share, sigma = 0.5, max(gap / 4, FLOOR)
+    for _ in range(30):
+        resp = []
+        for g, lv in zip(gs, level):
+            rs = []
+            for v in g:
+                up = share * _phi((v - lv - gap) / sigma)
+                down = (1 - share) * _phi((v - lv) / sigma)
+                rs.append(up / (up + down) if up + down > 0 else float(v - lv > gap / 2))
+            resp.append(rs)
+        level = [statistics.fmean(v - r * gap for v, r in zip(g, rs)) for g, rs in zip(gs, resp)]
+        up = sum(r for rs in resp for r in rs)
+        if up < 1 or up > n - 1:
+            return None
+        gap = sum(r * (v - lv) for g, rs, lv in zip(gs, resp, level) for v, r in zip(g, rs)) / up
+        share = up / n
+        sigma = max(FLOOR, math.sqrt(sum((1 - r) * (v - lv) ** 2 + r * (v - lv - gap) ** 2
+                                         for g, rs, lv in zip(gs, resp, level)
+                                         for v, r in zip(g, rs)) / n))
+    ll = sum(math.log((1 - share) * _phi((v - lv) / sigma) + share * _phi((v - lv - gap) / sigma)
+                      + 1e-300) for g, lv in zip(gs, level) for v in g) - n * math.log(sigma)
+    return ll, States(gap, share, sigma), level
+
+
+def states(groups: Sequence[Sequence[float]]) -> States | None:
+    """Two states shared by every group (each group at a level of its own), by EM from a
+    few starting gaps, on the groups of STATES_GROUP runs or more; None unless they explain
+    the numbers better than one state by a log-likelihood ratio of 3 log(runs) (three
+    times BIC's price of the two parameters more: one normal state split in two by chance
+    passes 2 log(runs) about once in a hundred), lie STATES_SEPARATION apart, each holds a
+    tenth of the runs, and two groups or more show both, twice each."""
+    gs = [list(g) for g in groups if len(g) >= STATES_GROUP]
+    n = sum(len(g) for g in gs)
+    if n < STATES_RUNS:
+        return None
+    spread = max(max(g) - min(g) for g in gs)
+    fits = [f for k in (0.5, 0.7, 0.9) if (f := _em(gs, max(spread * k, FLOOR)))]
+    if not fits:
+        return None
+    two, st, level = max(fits, key=lambda f: f[0])
+    one_sigma = max(FLOOR, math.sqrt(sum((v - statistics.fmean(g)) ** 2 for g in gs for v in g)
+                                     / n))
+    one = -n / 2 - n * math.log(one_sigma)
+    both = sum(1 for g, lv in zip(gs, level)
+               if 2 <= sum(v - lv > st.gap / 2 for v in g) <= len(g) - 2)
+    if two - one < 3 * math.log(n) or st.gap < STATES_SEPARATION * st.sigma or \
+            not 0.1 <= st.share <= 0.9 or both < 2:
+        return None
+    return st
+
+
+def fold(values: Sequence[float], st: States | None) -> list[float]:
+    """A group's numbers with the upper state's runs brought down by the gap (each run to
+    the state more likely at the group's own level)."""
+    if st is None or not values:
+        return list(values)
+    best = None
+    for start in (min(values), min(values) - st.gap, statistics.median(values)):
+        lv = start
+        for _ in range(10):
+            up = [v - lv - st.gap > -(v - lv) for v in values]    # nearer the upper level
+            lv = statistics.fmean(v - u * st.gap for v, u in zip(values, up))
+        ll = sum(math.log((1 - st.share) * _phi((v - lv) / st.sigma) +
+                          st.share * _phi((v - lv - st.gap) / st.sigma) + 1e-300)
+                 for v in values)
+        if best is None or ll > best[0]:
+            best = (ll, lv)
+    lv = best[1]
+    return [v - st.gap if abs(v - lv - st.gap) < abs(v - lv) else v for v in values]
+
+
+def mixed_llr(x: float, old: float, new: float, st: States) -> float:
+    """llr with two states: each side is a mixture of its level and its level + gap."""
+    def logp(level: float) -> float:
+        def t(z: float) -> float:
+            return (1 + z * z / NU) ** (-(NU + 1) / 2)
+        return math.log((1 - st.share) * t((x - level) / st.sigma) +
+                        st.share * t((x - level - st.gap) / st.sigma) + 1e-300)
+    return logp(new) - logp(old)
