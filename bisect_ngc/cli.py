@@ -6,7 +6,7 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import click
@@ -20,6 +20,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
+from .measured import measurement, spread
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
@@ -195,8 +196,8 @@ def _print_components(found: dict[str, Any] | None) -> None:
 
 def _print_metric(m: dict[str, Any]) -> None:
     rule = m["rule"]
-    click.echo(f"Metric {m['name']} ({m['better']} is better; {rule['test']}, p <= {rule['p']}, "
-               f"changes under {rule['min_change']:.1%} ignored):")
+    click.echo(f"Metric {m['name']} ({m['better']} is better; error rate {rule['p']}, "
+               f"changes under {rule['min_change']:.1%} not bisected):")
     for key, label in (("endpoints", "old -> new endpoint"), ("culprit", "parent -> commit")):
         e = m.get(key)
         if e:
@@ -308,29 +309,61 @@ def _indent(text: str | None) -> str:
 
 
 @cli.command(epilog=VERDICT_HELP)
-@options(*QUESTION, "commit")
-def probe(commit, repeat, repeat_policy, **params):
+@options(*QUESTION, "metric", "commit")
+@click.pass_context
+def probe(ctx, commit, repeat, repeat_policy, **params):
     """Build and test one commit now, bypassing the result cache, and exit with its
     verdict: 0 pass, 1 fail, 125 skip. Takes the same options as `bisect`, which prints
-    the probe commands that re-check its answer."""
+    the probe commands that re-check its answer.
+
+    With --metric NAME it measures instead: --runs-per-round runs, one at a time, each
+    number printed, then their median and spread; exit 0 when every run gave a number,
+    125 when none did, 1 otherwise."""
+    metric = metric_from(ctx, params, jobs=1, repeat=repeat, repeat_policy=repeat_policy)
     if not (params["old"] or params["from_"]):
         params.update(old=commit, new=commit)
     opts = options_from(params)
+    sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
     with StateLock(opts.state):
         q = ask(opts, say, commit=commit)
         q.backend.prepare()
-        bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)))
-        req = bis.request(f"probe-{time.strftime('%Y%m%d-%H%M%S')}", 0, 0)
+        bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
+                          metric=metric)
+        first = bis.request(sid, 0, 0)
+        reqs = [first] if metric is None else [
+            replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
+            for k in range(metric.rule.block)]
+        outcomes = []
         try:
-            (_, outcome), = list(q.backend.run_round([req], lambda r, p: None))
+            for req in reqs:      # one at a time: a measurement has the machine to itself
+                outcomes += [out for _, out in q.backend.run_round([req], lambda r, p: None)]
         except KeyboardInterrupt:
             q.backend.cancel()
             raise
+    if metric is not None:
+        return _print_measurement(first.commit, metric.name, outcomes)
+    outcome, = outcomes
     why = f" ({outcome.reason})" if outcome.reason else ""
-    click.echo(f"{req.commit[:12]}: {outcome.verdict.value}{why}")
+    click.echo(f"{first.commit[:12]}: {outcome.verdict.value}{why}")
     for name, path in outcome.logs.items():
         click.echo(f"  {name} log: {path}")
     return {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
+
+
+def _print_measurement(commit: str, name: str, outcomes: list) -> int:
+    values = []
+    for k, out in enumerate(outcomes, 1):
+        value, why = measurement(out, name)
+        logs = ", ".join(str(p) for p in out.logs.values())
+        click.echo(f"{commit[:12]} run {k}: {why}" + (f"  (log: {logs})" if logs else ""))
+        if value is not None:
+            values.append(value)
+    if values:
+        s = spread(values)
+        click.echo(f"{name}: median {s['median']:.6g} over {s['n']} of {len(outcomes)} runs "
+                   f"(quartiles {s['q1']:.6g} .. {s['q3']:.6g}; {s['min']:.6g} .. "
+                   f"{s['max']:.6g})")
+    return 0 if len(values) == len(outcomes) else 125 if not values else 1
 
 
 for command in (status, log, report, slurm, releases, resolve, cache, components):

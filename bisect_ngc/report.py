@@ -245,6 +245,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "verb": _verb(result, metric),
         "metric": metric,        # --metric with numbers measured: its section and plot
         "metric_rows": _metric_rows(metric, commit),
+        "metric_logs": _metric_logs(probes) if metric else [],
         "candidates": [commit(s) for s in (result.candidates if result else [])],
         "endpoints": [("old", commit(rec.candidates[0])), ("new", commit(rec.candidates[-1]))],
         "recipe": params.recipe, "where": params.backend, "params": params,
@@ -276,6 +277,16 @@ def _verb(result, metric: dict[str, Any] | None) -> str:
     return "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced"
 
 
+def _metric_logs(probes: list[ProbeRecord]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each measured commit's runs, in order, with their logs: one line a commit."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(probes, key=lambda p: (p.idx, p.started or 0)):
+        if p.logs:
+            runs = by.setdefault(p.commit, [])
+            runs.append({"run_no": len(runs) + 1, "logs": p.logs})
+    return list(by.items())
+
+
 def _metric_rows(metric: dict[str, Any] | None, commit) -> list[dict[str, Any]]:
     if not metric:
         return []
@@ -294,8 +305,14 @@ def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     scrub = Scrubber({str(store.root): "$BISECT_NGC_STATE", cache: "$BISECT_NGC_CACHE",
                       origin if not model["slug"] and "://" not in origin else "": "$REPO",
                       str(Path.home()): "~"})
-    model["reproduce"] = [scrub.command(argv) for argv in model["reproduce"]]
+    # The commands must run as printed: only known paths become placeholders in them, so
+    # they go in after the rest of the text is scrubbed.
+    commands = {f"@@reproduce-{k}@@": scrub.command(argv)
+                for k, argv in enumerate(model["reproduce"])}
+    model["reproduce"] = list(commands)
     text = scrub(_env.get_template("report.md.j2").render(**model))
+    for token, command in commands.items():
+        text = text.replace(token, command)
     svg = out.with_name(model["svg_name"])
     labels = model["labels"]
     title = f"{labels.get('old', '?')} → {labels.get('new', '?')}: {model['n'] - 1} commits"
