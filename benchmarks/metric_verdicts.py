@@ -24,7 +24,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc import sequential as seq  # noqa: E402
-from bisect_ngc.comparator import Rule, confirm, guard, judge, settled, wanted  # noqa: E402
+from bisect_ngc.comparator import Rule, guard
+from bisect_ngc.segments import plan  # noqa: E402
 from bisect_ngc.search import Result, Status, next_step  # noqa: E402
 
 Noise = Callable[[random.Random], float]
@@ -49,6 +50,11 @@ class Trial:
     first_new: int | None
     culprits: tuple[int, ...]
     runs: int
+    named: tuple[int, ...] = ()       # every change found
+
+    @property
+    def all_named(self) -> bool:
+        return self.status == "found" and set(self.named) == set(self.culprits)
 
     @property
     def right(self) -> bool:
@@ -56,7 +62,7 @@ class Trial:
 
     @property
     def wrong(self) -> bool:
-        return self.status == "found" and self.first_new not in self.culprits
+        return self.status == "found" and not set(self.named) <= set(self.culprits)
 
 
 def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
@@ -84,26 +90,20 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
                 return
             for i in todo:
                 run(i)
-            more = wanted(n, samples, attempts, rule)
+            more = plan(n, samples, attempts, rule).more
             todo = tuple(i for i in asked if i in more)
 
     culprits = tuple(sorted(changes))
     while True:
-        j = judge(n, samples, attempts, rule, settled(n, samples, rule))
-        if j.more:
-            measure(j.more, j.verdicts)
+        p = plan(n, samples, attempts, rule)
+        if p.more or p.step:
+            measure(p.more or p.step, p.verdicts)
             continue
-        if j.difference is None or j.difference.call != "differ":
+        if p.result is None:
             return Trial("exit-3", None, culprits, state["runs"])
-        step = next_step(n, j.verdicts)
-        if isinstance(step, Result):
-            step = confirm(step, samples, attempts, rule, j.verdicts)
-            if isinstance(step, tuple):
-                measure(step, j.verdicts)
-                continue
-            first = step.first_new if step.status is Status.FOUND else None
-            return Trial(step.status.value, first, culprits, state["runs"])
-        measure(step.indices, j.verdicts)
+        first = p.result.first_new if p.result.status is Status.FOUND else None
+        return Trial(p.result.status.value, first, culprits, state["runs"],
+                     tuple(hi for _, hi in p.changes))
 
 
 def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Random,
@@ -155,14 +155,15 @@ def main() -> int:
           "oracle runs, median |\n|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, sizes, noise, drift in ROWS:
         rng = random.Random(args.seed)
-        trials, oracle, both = [], [], 0
+        trials, oracle = [], []
         for _ in range(args.trials):
             at = sorted(rng.sample(range(1, args.n), len(sizes)))
             t = bisect_once(args.n, dict(zip(at, sizes)), noise, rule, rng, drift)
             trials.append(t)
             if len(sizes) == 1 and not drift:
                 oracle.append(oracle_runs(args.n, sizes[0], noise, rule, rng, at[0]))
-        row = [sum(t.right for t in trials), both or "-",
+        row = [sum(t.right for t in trials),
+               sum(t.all_named for t in trials) if len(sizes) > 1 else "-",
                sum(t.status == "ambiguous" for t in trials),
                sum(t.status == "exit-3" for t in trials), sum(t.wrong for t in trials),
                statistics.median(t.runs for t in trials),

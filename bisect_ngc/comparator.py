@@ -16,6 +16,7 @@ reference runs show. Every decision is a function of the samples as multisets of
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
@@ -151,10 +152,11 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     old, new = seq.fold(old, st), seq.fold(new, st)
     lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]
     s = st.sigma if st else seq.noise([old, new, x])
-    if st:
-        total = sum(seq.mixed_llr(v, lo_loc, hi_loc, st) for v in x)
-    else:
-        total = sum(seq.llr(v, lo_loc, hi_loc, s) for v in x)
+    def llr(a: float, b: float) -> float:        # b over a, summed over the runs
+        if st:
+            return sum(seq.mixed_llr(v, a, b, st) for v in x)
+        return sum(seq.llr(v, a, b, s) for v in x)
+    total = llr(lo_loc, hi_loc)
     bound = seq.wald(alpha or rule.p)
     width = abs(hi_loc - lo_loc)
 
@@ -194,14 +196,13 @@ def together(a: Sample, b: Sample) -> tuple[list[float], list[float]]:
 
 
 def guard(verdicts: Mapping[int, Verdict], n: int, rnd: int) -> tuple[int, ...]:
-    """A round's drift guard: one run of one end of the interval still open (the old end in
-    odd rounds, the new end in even ones), interleaved with the commits the search asks
-    for. How far it sits from its side is the machine's drift (see `corrected`)."""
+    """A round's drift guard: one run of each end of the interval still open, interleaved
+    with the commits the search asks for. How far they sit from their sides is the
+    machine's drift (see `corrected`). (`rnd`: the round, for a guard that alternates.)"""
     if not (0 in verdicts and n - 1 in verdicts):
         return ()
-    lo, hi = open_interval(n, verdicts)
-    end = lo if rnd % 2 else hi
-    return (end,) if verdicts.get(end) in (Verdict.PASS, Verdict.FAIL) else ()
+    return tuple(i for i in open_interval(n, verdicts)
+                 if verdicts.get(i) in (Verdict.PASS, Verdict.FAIL))
 
 
 @dataclass(frozen=True)
@@ -223,13 +224,20 @@ NO_NUMBER_TRIES = 3
 def settled(n: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
     """The endpoints' difference as first decided, round by round: once they differ, they
     differ for the rest of the session (later looks do not undo the search)."""
+    first = settled_at(n, samples, rule)
+    return first[0] if first else None
+
+
+def settled_at(n: int, samples: Mapping[int, Sample], rule: Rule
+               ) -> tuple[Difference, int] | None:
+    """`settled`, with the round in which it was decided."""
     ends = (samples.get(0, ()), samples.get(n - 1, ()))
     for r in sorted({r for side in ends for r, _ in side}):
         upto = [[(k, v) for k, v in side if k <= r] for side in ends]
         if all(upto):
             diff = endpoints(*together(*upto), rule)
             if diff.call == "differ":
-                return diff
+                return diff, r
     return None
 
 
@@ -365,25 +373,29 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
 
 def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
                rule: Rule) -> Call:
-    """i's call again, at error rates p / 10, on its runs of the rounds after the one that
-    decided it: the runs that made a decision cannot check it, for they are the ones that
-    happened to lean. (An answer is wrong only when its pair was called wrong and this
-    check then agrees with that call.)"""
+    """i's call again, at error rates p / 10, on its runs after the first ones that made
+    its call (runs in the order they were taken): the runs that made a decision cannot
+    check it, for they are the ones that happened to lean. (An answer is wrong only when
+    its pair was called wrong and this check then agrees with that call.)"""
     positive = all(v > 0 for sample in samples.values() for _, v in sample)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
-    call = classify(numbers(x), old, new, rule, rule.search_alpha, st)
-    rounds = sorted({r for r, _ in x})
-    made = next((r for r in rounds if classify([v for k, v in x if k <= r], old, new, rule,
-                                               rule.search_alpha, st) is call), rounds[-1])
-    return classify([v for k, v in x if k > made], old, new, rule, rule.p / 10, st)
+    values = numbers(x)
+    call = classify(values, old, new, rule, rule.search_alpha, st)
+    made = next((k for k in range(1, len(values) + 1)
+                 if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
+                len(values))
+    return classify(values[made:], old, new, rule, rule.p / 10, st)
 
 
 def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-            rule: Rule, verdicts: Mapping[int, Verdict]) -> Result | tuple[int, ...]:
+            rule: Rule, verdicts: Mapping[int, Verdict], fresh_ends: bool = True
+            ) -> Result | tuple[int, ...]:
     """The answer's own evidence, fresh: each commit of the pair (last old, first new) that
     is not an endpoint is called the same way again by runs taken after its decision
-    (`fresh_call`), and the pair differs (`pair`). Returns the result (ambiguous, with the
+    (`fresh_call`), and the pair differs (`pair`), an endpoint with its runs after the
+    endpoints' decision (`fresh_ends`; a part of a range split by segments.plan has ends
+    compared side by side since its split). Returns the result (ambiguous, with the
     numbers, if that fails within --max-runs), or the commits that need more runs."""
     if found.status is not Status.FOUND:
         return found
@@ -392,8 +404,14 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
     want = {lo: Call.LIKE_OLD, hi: Call.LIKE_NEW}
     more = tuple(i for i in (lo, hi) if i not in (0, n - 1) and
                  fresh_call(i, samples, verdicts, rule) is not want[i])
-    d = pair(lo, hi, samples, rule)
-    if not more and d.call == "differ":
+    # An endpoint in the pair counts only its runs after the endpoints' decision: the ones
+    # before made it, and may have leant (a false difference would then name a commit).
+    since = (settled_at(n, samples, rule) or (None, -1))[1] if fresh_ends else -1
+    fresh = {i: [(r, v) for r, v in s if i not in (lo, hi) or i not in (0, n - 1) or r > since]
+             for i, s in samples.items()}
+    more += tuple(i for i in (lo, hi) if i in (0, n - 1) and len(fresh[i]) < CONFIRM_RUNS)
+    d = pair(lo, hi, fresh, rule) if all(fresh[i] for i in (lo, hi)) else None
+    if not more and d is not None and d.call == "differ":
         return found
     more = tuple(i for i in (more or (lo, hi)) if attempts.get(i, 0) < rule.max_runs)
     if more:
@@ -401,8 +419,9 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
     return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
                   new_outcome=found.new_outcome, skipped=found.skipped,
                   explanation=f"the search ends between #{lo} and #{hi}, but fresh runs of "
-                              f"them do not keep them apart: {d.describe(rule)}; the change "
-                              f"may be spread over several commits")
+                              f"them do not keep them apart" +
+                              (f": {d.describe(rule)}" if d else "") +
+                              "; the change may be spread over several commits")
 
 
 def wanted(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
@@ -418,3 +437,26 @@ def wanted(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
         checked = confirm(step, samples, attempts, rule, j.verdicts)
         return checked if isinstance(checked, tuple) else ()
     return ()
+
+
+def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
+             rule: Rule) -> bool:
+    """Whether a to b changes by more than the pair lo to hi does, in a to b's direction,
+    significantly at p (one-sided, the noise of every commit measured): the segment holds
+    another change besides the pair's."""
+    from scipy import stats
+    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    st = machine_states(samples, positive)
+    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
+              for i, s in samples.items() if s}
+    s, dof = seq.pooled(list(folded.values()))
+    s = st.sigma if st else s
+    m = {i: seq.trimmed(folded[i])[0] for i in (a, b, lo, hi)}
+    sign = 1 if m[b] >= m[a] else -1
+    parts = [(b, hi), (lo, a)]          # (b - hi) + (lo - a): the change outside the pair
+    used = {i for x, y in parts if x != y for i in (x, y)}
+    if not used:
+        return False
+    delta = sign * sum(m[x] - m[y] for x, y in parts)
+    se = 1.25 * s * math.sqrt(sum(1 / len(folded[i]) for i in used))
+    return float(stats.t.sf(delta / se, dof)) <= rule.p

@@ -20,6 +20,7 @@ from repro.measure import gpu_clocks
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, confirm, drift, endpoints,
                          guard, judge, numbers, pair, settled, together, wanted)
+from . import segments
 from .bisection_inputs import Tier
 from .engine import Bisection
 from .search import Result, Round, Status, Verdict, next_step, open_interval, skip_limit
@@ -76,6 +77,7 @@ class MeasuredBisection(Bisection):
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
         self.attempts: dict[int, int] = {}
         self.tried: dict[int, list[int]] = {}      # the round of every run, numbers or not
+        self.changes: tuple[tuple[int, int], ...] = ()   # every change found
         super().__init__(*args, **kwargs)
 
     def _adopt(self, recipe, backend) -> None:
@@ -84,25 +86,24 @@ class MeasuredBisection(Bisection):
 
     def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         n, rule = len(self.span.candidates), self.metric.rule
-        j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
+        p = segments.plan(n, self.samples, self.attempts, rule)
         verdicts.clear()
-        verdicts.update(j.verdicts)
-        if j.more:
-            return None, Round(j.more)
-        if j.difference is not None and j.difference.call != "differ":
-            what = ("do not differ" if j.difference.call == "same" else
+        verdicts.update(p.verdicts)
+        if p.more:
+            return None, Round(p.more)
+        if p.difference is not None and p.difference.call != "differ":
+            what = ("do not differ" if p.difference.call == "same" else
                     f"could not be told apart within --max-runs {rule.max_runs}")
             return None, Result(Status.INVALID_ENDPOINTS, explanation=(
                 f"the endpoints {what} in {self.metric.name}: "
-                f"{j.difference.describe(rule)}; " + (
-                    "there is no change to bisect" if j.difference.call == "same" else
+                f"{p.difference.describe(rule)}; " + (
+                    "there is no change to bisect" if p.difference.call == "same" else
                     "raise --max-runs, or --min-change if the change is smaller")))
-        step = next_step(n, verdicts)
         stop = skip_limit(n, verdicts, self.settings.max_skips)
-        if isinstance(step, Round):
-            return None, stop or step
-        checked = confirm(step, self.samples, self.attempts, rule, verdicts)
-        return None, Round(checked) if isinstance(checked, tuple) else checked
+        if p.step:
+            return None, stop or Round(p.step)
+        self.changes = p.changes
+        return None, p.result
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
                 ) -> tuple[Source | None, ProbeRecord | None]:
@@ -125,7 +126,7 @@ class MeasuredBisection(Bisection):
                 return
             for i in todo:      # one at a time: a backend runs a round's probes at once
                 super()._round(sid, rnd, Round((i,)), verdicts, tier)
-            more = wanted(n, self.samples, self.attempts, rule)
+            more = segments.plan(n, self.samples, self.attempts, rule).more
             todo = tuple(i for i in step.indices if i in more)
 
     def request(self, sid: str, index: int, slot: int,
@@ -192,6 +193,16 @@ class MeasuredBisection(Bisection):
                 out[key] = {"change": s.change, "low": s.low, "high": s.high,
                             "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
+        if len(self.changes) > 1 and "endpoints" in out:
+            total = math.log1p(out["endpoints"]["change"]) or 1.0
+            out["changes"] = []
+            for lo, hi in self.changes:
+                s = pair(lo, hi, self.samples, rule).shift
+                out["changes"].append({
+                    "last_old": cands[lo], "first_new": cands[hi], "index": hi,
+                    "change": s.change, "low": s.low, "high": s.high,
+                    "share": math.log1p(s.change) / total,
+                    "worse": (s.change > 0) == rule.lower_is_better})
         return out
 
     def narrowing(self) -> list[list[int]]:

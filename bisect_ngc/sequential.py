@@ -18,6 +18,7 @@ they count as noise, as wide as their distance, so they cost runs but name no cu
 """
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -122,26 +123,31 @@ def shifted(a: Sequence[float], b: Sequence[float], s: float, dof: int, alpha: f
     return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
 
 
-DRIFT_Z = 2.5   # a round's offset is believed only beyond this many of its standard errors
+DRIFT_WINDOW = 3   # rounds either side whose reference runs estimate a round's drift
+DRIFT_Z = 1.0      # an offset is believed only beyond this many of its standard errors
 
 
 def offsets(refs: Mapping[int, Sequence[tuple[int, float]]], location: Mapping[int, float],
             s: float) -> dict[int, float]:
-    """Per round, the machine's drift: the median distance of that round's reference runs
-    from their side's location (refs[side] holds (round, value) of the commits known to
-    be on that side), shrunk towards 0 by DRIFT_Z of its standard errors (noise s). A
-    round's one guard run is noisy: unshrunk, it would add its noise to every number it
-    corrects, and a machine that does not drift would be corrected all the same."""
+    """Per round, the machine's drift: the median distance from their side's location of
+    the reference runs (refs[side] holds (round, value) of the commits known to be on
+    that side) of the rounds within DRIFT_WINDOW of it, shrunk towards 0 by DRIFT_Z of
+    its standard errors (noise s). A machine drifts slowly: neighbouring rounds' guard
+    runs together see it, where one run alone would add its own noise to every number
+    it corrects; and a machine that does not drift is hardly corrected at all."""
     by_round: dict[int, list[float]] = {}
     for side, runs in refs.items():
         for r, v in runs:
             by_round.setdefault(r, []).append(v - location[side])
     out = {}
-    for r, d in by_round.items():
-        m = statistics.median(d)
-        shrunk = max(0.0, abs(m) - DRIFT_Z * 1.25 * s / math.sqrt(len(d)))
-        if shrunk:
-            out[r] = math.copysign(shrunk, m)
+    for r in range(min(by_round, default=0), max(by_round, default=-1) + 1):
+        near = [d for k in range(r - DRIFT_WINDOW, r + DRIFT_WINDOW + 1)
+                for d in by_round.get(k, ())]
+        if near:
+            m = statistics.median(near)
+            shrunk = max(0.0, abs(m) - DRIFT_Z * 1.25 * s / math.sqrt(len(near)))
+            if shrunk:
+                out[r] = math.copysign(shrunk, m)
     return out
 
 
@@ -194,6 +200,11 @@ def _em(gs: list[list[float]], gap: float) -> tuple[float, States, list[float]] 
 
 
 def states(groups: Sequence[Sequence[float]]) -> States | None:
+    return _states(tuple(tuple(g) for g in groups if len(g) >= STATES_GROUP))
+
+
+@functools.lru_cache(maxsize=256)       # a session asks again with the same numbers often
+def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     """Two states shared by every group (each group at a level of its own), by EM from a
     few starting gaps, on the groups of STATES_GROUP runs or more; None unless they explain
     the numbers better than one state by a log-likelihood ratio of 3 log(runs) (three

@@ -163,9 +163,19 @@ def test_a_round_s_drift_is_corrected_by_its_reference_runs():
         j = judge(8, samples, {0: 5 + guards, 7: 5 + guards, 3: 3}, rule,
                   settled(8, samples, rule))
         assert j.verdicts.get(3) is Verdict.PASS or 3 in j.more
-        assert drift(samples, {0: Verdict.PASS, 7: Verdict.FAIL}).get(2, 0) > 0     # reported
     assert classify([v for _, v in x], [v for _, v in old[:5]], [v for _, v in new[:5]],
                     rule) is not Call.LIKE_OLD
+
+
+def test_a_slow_drift_is_seen_and_reported():
+    """The machine gets 1% slower every round; the guard runs of each round show it."""
+    rng = random.Random(3)
+    old, new = tag(draw(rng, 5, 1.0, 0.005), 1), tag(draw(rng, 5, 1.2, 0.005), 1)
+    for r in range(2, 12):
+        old += tag(draw(rng, 1, 1.01 ** r, 0.005), r)
+        new += tag(draw(rng, 1, 1.2 * 1.01 ** r, 0.005), r)
+    seen = drift({0: old, 7: new}, {0: Verdict.PASS, 7: Verdict.FAIL})
+    assert seen.get(11, 0) > 0.02 and seen.get(11, 0) > seen.get(2, 0)
 
 
 def test_drift_between_runs_names_no_wrong_commit():

@@ -1,0 +1,40 @@
+"""Several changes in one range (bisect_ngc/segments.py): the search over segments, on
+synthetic numbers through the same loop the engine runs (benchmarks.metric_verdicts)."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.metric_verdicts import bisect_once, lognormal
+from bisect_ngc.comparator import Rule
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(0, 2 ** 16))
+def test_two_changes_in_the_same_direction_are_both_named(a, b, seed):
+    """Two +8% steps at 0.5% noise: both commits named, whatever their places."""
+    if a == b:
+        return
+    t = bisect_once(32, {a: 0.08, b: 0.08}, lognormal(0.005), Rule(), random.Random(seed))
+    assert t.status == "found" and set(t.named) == {a, b}, t
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(0, 2 ** 16))
+def test_up_and_back_down_names_both_changes(a, b, seed):
+    """2.5 times slower at the first, faster than before at the second: the commits in
+    between are measured clearly, and both changes are named."""
+    if abs(a - b) < 1:
+        return
+    lo, hi = sorted((a, b))
+    t = bisect_once(32, {lo: 1.5, hi: -0.64}, lognormal(0.005), Rule(), random.Random(seed))
+    assert t.status == "found" and set(t.named) == {lo, hi}, t
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 31), st.integers(0, 2 ** 16))
+def test_one_change_is_named_alone(at, seed):
+    t = bisect_once(32, {at: 0.05}, lognormal(0.005), Rule(), random.Random(seed))
+    assert t.status == "found" and t.named == (at,), t
