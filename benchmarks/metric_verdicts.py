@@ -107,22 +107,23 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
 
 
 def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Random,
-                culprit: int) -> int:
-    """The same search with each commit decided by the SPRT against the two known
-    distributions (their medians and noise known, no endpoints to establish): the floor."""
+                culprit: int, states: seq.States | None = None) -> int:
+    """The same search with each commit decided by the same SPRT (the search's error rate)
+    against the two known distributions (their medians and noise known, two clock states
+    known where there are two, no endpoints to establish, no answer to check): the floor."""
     draws = sorted(math.log(noise(rng)) for _ in range(4001))
     mid = draws[2000]
     s = seq.MAD_TO_SIGMA * statistics.median(abs(d - mid) for d in draws)
-    lo, hi = mid, mid + math.log1p(change)
+    lo, hi = (0.0, math.log1p(change)) if states else (mid, mid + math.log1p(change))
     verdicts, runs = {}, 0
     from bisect_ngc.search import Verdict
     verdicts[0], verdicts[n - 1] = Verdict.PASS, Verdict.FAIL
     while not isinstance(step := next_step(n, verdicts), Result):
         for i in step.indices:
             total = 0.0
-            while abs(total) < seq.wald(rule.p):
+            while abs(total) < seq.wald(rule.search_alpha):
                 x = math.log(noise(rng)) + (math.log1p(change) if i >= culprit else 0.0)
-                total += seq.llr(x, lo, hi, s)
+                total += seq.mixed_llr(x, lo, hi, states) if states else seq.llr(x, lo, hi, s)
                 runs += 1
             verdicts[i] = Verdict.FAIL if total > 0 else Verdict.PASS
     return runs
@@ -161,7 +162,9 @@ def main() -> int:
             t = bisect_once(args.n, dict(zip(at, sizes)), noise, rule, rng, drift)
             trials.append(t)
             if len(sizes) == 1 and not drift:
-                oracle.append(oracle_runs(args.n, sizes[0], noise, rule, rng, at[0]))
+                oracle.append(oracle_runs(args.n, sizes[0], noise, rule, rng, at[0],
+                                          seq.States(math.log(1.1), 0.5, 0.02)
+                                          if "bimodal" in label else None))
         row = [sum(t.right for t in trials),
                sum(t.all_named for t in trials) if len(sizes) > 1 else "-",
                sum(t.status == "ambiguous" for t in trials),

@@ -2,17 +2,17 @@
 "unknown" out.
 
 Pure, beside the search. A bisection on a metric first asks whether its two endpoints
-differ at all (`endpoints`): the (1 - alpha) interval of the relative change must lie
+differ at all (`endpoints`): significant, and the 90% interval of the relative change
 beyond +-min_change ("differ"), or inside it ("same"). The k-th look at a pair spends
 alpha = p / (k (k + 1)), so any number of looks keeps the false-difference rate at most p.
 Then each commit is a question with two answers, like old or like new (`classify`):
-Wald's sequential probability ratio test over its runs (sequential.py), at error rates p
-both ways, so one run decides when the sides lie far apart, and a commit whose numbers lie
-far from both sides is "like neither" (the change is spread over several commits), never
-forced into a side. `judge` turns all the samples into the search's verdicts plus the
-commits that need more runs, correcting each round's numbers by the drift its interleaved
-reference runs show. Every decision is a function of the samples as multisets of
-(round, number), so the order in which runs arrive never changes an answer.
+Wald's sequential probability ratio test over its runs (sequential.py), so one run decides
+when the sides lie far apart, and a commit whose numbers lie far from both sides is "like
+neither", never forced into a side. `judge` turns all the samples into the search's
+verdicts plus the commits that need more runs, correcting each round's numbers by the
+drift the reference runs of neighbouring rounds show. The answer's pair is checked with
+fresh runs (`confirm`). A GPU's two clock states are weighed as a mixture once the runs
+show them (sequential.states).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Collection, Mapping, Sequence
 
 from . import sequential as seq
-from .search import Result, Status, Verdict, next_step, open_interval
+from .search import Result, Status, Verdict, open_interval
 
 
 class Call(str, Enum):
@@ -422,21 +422,6 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
                               f"them do not keep them apart" +
                               (f": {d.describe(rule)}" if d else "") +
                               "; the change may be spread over several commits")
-
-
-def wanted(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-           rule: Rule) -> tuple[int, ...]:
-    """The commits that need another run now: those `judge` cannot call yet, else the
-    answer's pair while `confirm` asks for fresh runs. A round runs these until none is
-    left, the search's next commits being another round's business."""
-    j = judge(n, samples, attempts, rule, settled(n, samples, rule))
-    if j.more or j.difference is None or j.difference.call != "differ":
-        return j.more
-    step = next_step(n, j.verdicts)
-    if isinstance(step, Result):
-        checked = confirm(step, samples, attempts, rule, j.verdicts)
-        return checked if isinstance(checked, tuple) else ()
-    return ()
 
 
 def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],

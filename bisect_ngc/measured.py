@@ -1,12 +1,12 @@
-"""Bisection on a metric (`--metric NAME`): each probe is a sample of numbers.
+"""Bisection on a metric (`--metric NAME`): each probe is one run, one number.
 
 The test prints NAME in its last JSON line; a run that exits non-zero, or prints no such
-number, measured nothing (a skip of that run). A round gives each commit asked for a block
-of runs, interleaved (A B A B, never A A B B), one run per probe record. The comparator
-(comparator.judge) turns the samples into the search's verdicts, asks for more runs where
-it cannot tell yet, and the answer's pair must differ by itself (comparator.confirm).
-Only builds are compared: an NGC image or a nightly is built another way, and its speed says
-nothing about a commit.
+number, measured nothing and is tried again. A round runs the commits asked for one at a
+time, with a run of each open end as the drift guard, and stops running a commit once it
+is decided. segments.plan turns the samples into what to run next or the answer (every
+change in the range, each pair confirmed by fresh runs). Numbers of other sessions never
+decide. Only builds are compared: an NGC image or a nightly is built another way, and its
+speed says nothing about a commit.
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from typing import Any
 from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
-from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, confirm, drift, endpoints,
-                         guard, judge, numbers, pair, settled, together, wanted)
+from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
+                         guard, judge, numbers, pair, settled, together)
 from . import segments
 from .bisection_inputs import Tier
 from .engine import Bisection
-from .search import Result, Round, Status, Verdict, next_step, open_interval, skip_limit
+from .search import Result, Round, Status, Verdict, open_interval, skip_limit
 from .keys import digest
 from .records import ProbeRecord, SessionResult
 

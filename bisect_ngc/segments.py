@@ -122,7 +122,7 @@ def _answer(found: list[tuple[int, int]], unplaced: list[Result],
     if unplaced:
         first = unplaced[0]
         also = "" if not found else (
-            f"; a change was found at " + ", ".join(f"#{h}" for _, h in found))
+            "; a change was found at " + ", ".join(f"#{h}" for _, h in found))
         return replace(first, explanation=first.explanation + also)
     return Result(Status.AMBIGUOUS, last_old=0, candidates=tuple(range(1, n)), skipped=skipped,
                   explanation="the change is spread over several commits: each part of "
