@@ -406,8 +406,11 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
                  fresh_call(i, samples, verdicts, rule) is not want[i])
     # An endpoint in the pair counts only its runs after the endpoints' decision: the ones
     # before made it, and may have leant (a false difference would then name a commit).
+    # (One at --max-runs already, which its guard runs count in, keeps all its runs.)
     since = (settled_at(n, samples, rule) or (None, -1))[1] if fresh_ends else -1
-    fresh = {i: [(r, v) for r, v in s if i not in (lo, hi) or i not in (0, n - 1) or r > since]
+    spent = {i for i in (0, n - 1) if attempts.get(i, 0) >= rule.max_runs}
+    fresh = {i: [(r, v) for r, v in s
+                 if i not in (lo, hi) or i not in (0, n - 1) or i in spent or r > since]
              for i, s in samples.items()}
     more += tuple(i for i in (lo, hi) if i in (0, n - 1) and len(fresh[i]) < CONFIRM_RUNS)
     d = pair(lo, hi, fresh, rule) if all(fresh[i] for i in (lo, hi)) else None
@@ -427,8 +430,9 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
 def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
              rule: Rule) -> bool:
     """Whether a to b changes by more than the pair lo to hi does, in a to b's direction,
-    significantly at p (one-sided, the noise of every commit measured): the segment holds
-    another change besides the pair's."""
+    significantly at p (one-sided, the noise of every commit measured) and by at least
+    --min-change: the segment holds another change besides the pair's worth naming (a
+    machine that drifted a little between rounds is not one)."""
     from scipy import stats
     positive = all(v > 0 for sample in samples.values() for _, v in sample)
     st = machine_states(samples, positive)
@@ -444,4 +448,5 @@ def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
         return False
     delta = sign * sum(m[x] - m[y] for x, y in parts)
     se = 1.25 * s * math.sqrt(sum(1 / len(folded[i]) for i in used))
-    return float(stats.t.sf(delta / se, dof)) <= rule.p
+    big = abs(seq.relative(delta, statistics.median(numbers(samples[a])), positive))
+    return big >= rule.min_change and float(stats.t.sf(delta / se, dof)) <= rule.p
