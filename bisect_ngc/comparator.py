@@ -164,6 +164,8 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     mid = seq.trimmed(mine)[0]
 
     def near(side: list[float], loc: float) -> bool:
+        if st:          # that side's level explains the runs about as well as any level
+            return seq.far_from(x, loc, st) < seq.wald(rule.p)
         error = 3 * 1.25 * s * (1 / len(x) + 1 / len(side)) ** 0.5
         return abs(mid - loc) <= max(width / 4, error)
 
@@ -171,7 +173,13 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
         return Call.LIKE_NEW
     if total <= -bound and near(old, lo_loc):
         return Call.LIKE_OLD
-    if len(x) >= NEITHER_RUNS and min(abs(mid - lo_loc), abs(mid - hi_loc)) >= width / 4 and \
+    if len(x) < NEITHER_RUNS:
+        return Call.UNKNOWN
+    if st:          # with two states a level is told by likelihood: folding may be wrong
+        if all(seq.far_from(x, loc, st) >= seq.wald(rule.p / 100) for loc in (lo_loc, hi_loc)):
+            return Call.NEITHER
+        return Call.UNKNOWN
+    if min(abs(mid - lo_loc), abs(mid - hi_loc)) >= width / 4 and \
             all(seq.interval(side, mine, rule.p / 100)[3] <= rule.p / 100
                 for side in (old, new)):
         return Call.NEITHER

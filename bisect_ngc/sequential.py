@@ -251,11 +251,22 @@ def fold(values: Sequence[float], st: States | None) -> list[float]:
     return [v - st.gap if abs(v - lv - st.gap) < abs(v - lv) else v for v in values]
 
 
+def mixed_logp(x: float, level: float, st: States) -> float:
+    """log p(x) for a commit at `level` with two states: its level or level + gap."""
+    def t(z: float) -> float:
+        return (1 + z * z / NU) ** (-(NU + 1) / 2)
+    return math.log((1 - st.share) * t((x - level) / st.sigma) +
+                    st.share * t((x - level - st.gap) / st.sigma) + 1e-300)
+
+
 def mixed_llr(x: float, old: float, new: float, st: States) -> float:
     """llr with two states: each side is a mixture of its level and its level + gap."""
-    def logp(level: float) -> float:
-        def t(z: float) -> float:
-            return (1 + z * z / NU) ** (-(NU + 1) / 2)
-        return math.log((1 - st.share) * t((x - level) / st.sigma) +
-                        st.share * t((x - level - st.gap) / st.sigma) + 1e-300)
-    return logp(new) - logp(old)
+    return mixed_logp(x, new, st) - mixed_logp(x, old, st)
+
+
+def far_from(x: Sequence[float], level: float, st: States) -> float:
+    """How much better than `level` the best level explains x (a log-likelihood ratio):
+    a commit whose runs all fell in one state fits two levels a gap apart equally."""
+    best = max(sum(mixed_logp(v, c, st) for v in x)
+               for c in {u - k * st.gap for u in x for k in (0, 1)})
+    return best - sum(mixed_logp(v, level, st) for v in x)
