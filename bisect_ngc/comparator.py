@@ -414,11 +414,9 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
                  fresh_call(i, samples, verdicts, rule) is not want[i])
     # An endpoint in the pair counts only its runs after the endpoints' decision: the ones
     # before made it, and may have leant (a false difference would then name a commit).
-    # (One at --max-runs already, which its guard runs count in, keeps all its runs.)
+    # (One at --max-runs already cannot get them: the answer is then ambiguous.)
     since = (settled_at(n, samples, rule) or (None, -1))[1] if fresh_ends else -1
-    spent = {i for i in (0, n - 1) if attempts.get(i, 0) >= rule.max_runs}
-    fresh = {i: [(r, v) for r, v in s
-                 if i not in (lo, hi) or i not in (0, n - 1) or i in spent or r > since]
+    fresh = {i: [(r, v) for r, v in s if i not in (lo, hi) or i not in (0, n - 1) or r > since]
              for i, s in samples.items()}
     more += tuple(i for i in (lo, hi) if i in (0, n - 1) and len(fresh[i]) < CONFIRM_RUNS)
     d = pair(lo, hi, fresh, rule) if all(fresh[i] for i in (lo, hi)) else None
@@ -458,3 +456,12 @@ def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
     se = 1.25 * s * math.sqrt(sum(1 / len(folded[i]) for i in used))
     big = abs(seq.relative(delta, statistics.median(numbers(samples[a])), positive))
     return big >= rule.min_change and float(stats.t.sf(delta / se, dof)) <= rule.p
+
+
+def share(part: float, total: float) -> float:
+    """A change's share of the total, both relative changes: on a log scale (two +5% steps
+    are half each of +10.25%), or as they are where a change reaches -100% (a metric
+    that crosses zero)."""
+    if part > -1 and total > -1 and math.log1p(total):
+        return math.log1p(part) / math.log1p(total)
+    return part / total if total else 0.0

@@ -19,7 +19,7 @@ from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
-                         guard, judge, numbers, pair, settled, together)
+                         guard, judge, numbers, pair, settled, share, together)
 from . import segments
 from .bisection_inputs import Tier
 from .engine import Bisection
@@ -194,14 +194,14 @@ class MeasuredBisection(Bisection):
                             "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
         if len(self.changes) > 1 and "endpoints" in out:
-            total = math.log1p(out["endpoints"]["change"]) or 1.0
+            total = out["endpoints"]["change"]
             out["changes"] = []
             for lo, hi in self.changes:
                 s = pair(lo, hi, self.samples, rule).shift
                 out["changes"].append({
                     "last_old": cands[lo], "first_new": cands[hi], "index": hi,
                     "change": s.change, "low": s.low, "high": s.high,
-                    "share": math.log1p(s.change) / total,
+                    "share": share(s.change, total),
                     "worse": (s.change > 0) == rule.lower_is_better})
         return out
 

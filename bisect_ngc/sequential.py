@@ -67,14 +67,23 @@ def winsorized(values: Sequence[float]) -> list[float]:
     return [min(max(x, v[g]), v[len(v) - 1 - g]) for x in v]
 
 
+def resolution(values: Sequence[float]) -> float:
+    """The smallest step between distinct numbers: a metric printed rounded has one."""
+    v = sorted(set(values))
+    return min((b - a for a, b in zip(v, v[1:])), default=0.0)
+
+
 def trimmed(values: Sequence[float]) -> tuple[float, float, int]:
-    """(20%-trimmed mean, the squared standard error Yuen gives it, the kept count)."""
+    """(20%-trimmed mean, the squared standard error Yuen gives it, the kept count). The
+    Winsorized variance is at least that of the rounding, (step / 2)^2 / 3: runs that tie
+    in the middle are not runs without noise."""
     v = sorted(values)
     g = int(TRIM * len(v))
     kept = v[g:len(v) - g]
     h = len(kept)
     w = winsorized(v)
     var = statistics.variance(w) if len(w) > 1 else 0.0
+    var = max(var, (resolution(v) / 2) ** 2 / 3)
     return statistics.fmean(kept), (len(v) - 1) * var / (h * max(h - 1, 1)), h
 
 

@@ -603,7 +603,7 @@ def test_a_metric_bisection_runs_each_run_as_a_job_of_its_own(tmp_path, run_cli)
             'print(json.dumps({\'t\': (2.0 if b == \'new\' else 1.0) * '
             'random.uniform(0.99, 1.01)}))"')
     code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--metric", "t",
-                                        "--runs-per-round", "2", "--max-runs", "2",
+                                        "--runs-per-round", "2", "--max-runs", "10",
                                         "--p-threshold", "0.4", "--same-node", test=test))
     assert code == 0, err
     res = json.loads(out)
