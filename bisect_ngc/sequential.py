@@ -11,10 +11,11 @@ the noise its pooled median absolute deviation, so one far outlier moves neither
   Student-t noise (4 degrees of freedom: heavy tails, so one far outlier moves a decision
   by a bounded amount). Summed over a commit's runs it is Wald's sequential probability
   ratio test: one run decides when the two sides lie far apart in units of the noise.
-- `offsets`: how far each round's reference runs sit from their sides, the machine's
-  drift, by which a commit's numbers of that round are corrected.
-Two clock states (a GPU that runs some processes at a lower clock) are not told apart:
-they count as noise, as wide as their distance, so they cost runs but name no culprit.
+- `offsets`: how far the reference runs of each round and its neighbours sit from their
+  sides, the machine's drift, by which a commit's numbers of that round are corrected.
+- `states`: two clock states (a GPU that runs some processes at a lower clock), found by
+  an EM fit once the runs show them, then weighed as a mixture (`mixed_llr`, `far_from`);
+  until then they count as noise, as wide as their distance, and cost runs.
 """
 from __future__ import annotations
 
