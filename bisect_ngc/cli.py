@@ -20,7 +20,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
-from .measured import measurement, spread
+from .metric_text import print_measurement, print_metric
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
@@ -146,7 +146,7 @@ def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str])
         tally_line += (f"; the answer's pair run again: {checked['probes']} probe(s), "
                        f"{checked['runs']} test run(s)")
     if summary.get("metric"):
-        _print_metric(summary["metric"])
+        print_metric(summary["metric"])
     if status == "found":
         click.echo(f"First commit with the new behaviour ({summary['new_outcome']}; "
                    f"the old behaviour was {summary['old_outcome']}):")
@@ -192,21 +192,6 @@ def _print_components(found: dict[str, Any] | None) -> None:
         for c in found["components"]:
             mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
-
-
-def _print_metric(m: dict[str, Any]) -> None:
-    rule = m["rule"]
-    click.echo(f"Metric {m['name']} ({m['better']} is better; error rate {rule['p']}, "
-               f"changes under {rule['min_change']:.1%} not bisected):")
-    for key, label in (("endpoints", "old -> new endpoint"), ("culprit", "parent -> commit")):
-        e = m.get(key)
-        if e:
-            word = "worse" if e["worse"] else "better"
-            click.echo(f"  {label}: {e['change']:+.2%} ({word}; {e['confidence']:.1%} interval "
-                       f"{e['low']:+.2%} .. {e['high']:+.2%}, p = {e['p']:.2g})")
-    for c in m.get("changes", []):
-        click.echo(f"  change at {c['first_new'][:12]}: {c['change']:+.2%} "
-                   f"({c['share']:.0%} of the endpoints' change)")
 
 
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
@@ -344,29 +329,13 @@ def probe(ctx, commit, repeat, repeat_policy, **params):
             q.backend.cancel()
             raise
     if metric is not None:
-        return _print_measurement(first.commit, metric.name, outcomes)
+        return print_measurement(first.commit, metric.name, outcomes)
     outcome, = outcomes
     why = f" ({outcome.reason})" if outcome.reason else ""
     click.echo(f"{first.commit[:12]}: {outcome.verdict.value}{why}")
     for name, path in outcome.logs.items():
         click.echo(f"  {name} log: {path}")
     return {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
-
-
-def _print_measurement(commit: str, name: str, outcomes: list) -> int:
-    values = []
-    for k, out in enumerate(outcomes, 1):
-        value, why = measurement(out, name)
-        logs = ", ".join(str(p) for p in out.logs.values())
-        click.echo(f"{commit[:12]} run {k}: {why}" + (f"  (log: {logs})" if logs else ""))
-        if value is not None:
-            values.append(value)
-    if values:
-        s = spread(values)
-        click.echo(f"{name}: median {s['median']:.6g} over {s['n']} of {len(outcomes)} runs "
-                   f"(quartiles {s['q1']:.6g} .. {s['q3']:.6g}; {s['min']:.6g} .. "
-                   f"{s['max']:.6g})")
-    return 0 if len(values) == len(outcomes) else 125 if not values else 1
 
 
 for command in (status, log, report, slurm, releases, resolve, cache, components):

@@ -19,7 +19,8 @@ from repro.measure import gpu_clocks
 
 from .backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
-                         guard, judge, numbers, pair, settled, share, together)
+                         guard, judge, numbers, settled, together)
+from .confirmation import pair, share
 from . import segments
 from .bisection_inputs import Tier
 from .engine import Bisection

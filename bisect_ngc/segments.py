@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .comparator import Call, Difference, Rule, Sample, confirm, judge, leftover, settled
+from .comparator import Call, Difference, Judgement, Rule, Sample, judge, settled
+from .confirmation import confirm, leftover
 from .search import Result, Round, Status, Verdict, next_step
 
 
@@ -40,6 +41,16 @@ def _part(a: int, b: int, samples: Mapping[int, Sample], attempts: Mapping[int, 
             {i - a: k for i, k in attempts.items() if a <= i <= b})
 
 
+@dataclass
+class _Search:
+    """What the parts searched so far ask for, and what they found."""
+    verdicts: dict[int, Verdict]
+    more: set[int] = field(default_factory=set)
+    step: set[int] = field(default_factory=set)
+    found: list[tuple[int, int]] = field(default_factory=list)
+    unplaced: list[Result] = field(default_factory=list)
+
+
 def plan(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
          rule: Rule) -> Plan:
     whole = judge(n, samples, attempts, rule, settled(n, samples, rule))
@@ -48,57 +59,59 @@ def plan(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
         return Plan(more=whole.more, verdicts=dict(whole.verdicts),
                     result=ends if isinstance(ends, Result) and not whole.more and
                     whole.difference is None else None, difference=whole.difference)
-    verdicts = dict(whole.verdicts)
-    more: set[int] = set()
-    step: set[int] = set()
-    found: list[tuple[int, int]] = []
-    unplaced: list[Result] = []
+    acc = _Search(dict(whole.verdicts))
     todo = [(0, n - 1)]
     while todo:
         a, b = todo.pop(0)
-        if (a, b) == (0, n - 1):
-            j, sub, tries = whole, samples, attempts
-        else:
-            sub, tries = _part(a, b, samples, attempts)
-            j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule))
-            if j.more:
-                more |= {i + a for i in j.more}
-                continue
-            if j.difference is None or j.difference.call == "unknown":
-                unplaced.append(Result(
-                    Status.AMBIGUOUS, last_old=a, candidates=tuple(range(a + 1, b + 1)),
-                    explanation=f"whether #{a} .. #{b} holds a change too could not be told "
-                                "within --max-runs"))
-            if j.difference is None or j.difference.call != "differ":
-                continue                # no change worth naming between these two
-            verdicts.update({i + a: v for i, v in j.verdicts.items() if a < i + a < b})
-        neither = sorted(i for i, c in j.calls.items() if c is Call.NEITHER)
-        if neither:                     # the one nearest the middle splits the segment
-            k = a + min(neither, key=lambda i: abs(2 * i - (b - a)))
-            todo += [(a, k), (k, b)]
-            continue
+        j = whole if (a, b) == (0, n - 1) else None
+        todo += _search(a, b, n, j, samples, attempts, rule, acc)
+    if acc.more or acc.step:
+        return Plan(more=tuple(sorted(acc.more)), step=tuple(sorted(acc.step)),
+                    verdicts=acc.verdicts, difference=whole.difference)
+    return Plan(result=_answer(acc.found, acc.unplaced, acc.verdicts, n),
+                changes=tuple(acc.found), verdicts=acc.verdicts, difference=whole.difference)
+
+
+def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],
+            attempts: Mapping[int, int], rule: Rule, acc: _Search) -> list[tuple[int, int]]:
+    """One part a..b (j: the whole range's judgement, when it is the whole): what it asks
+    for or found goes into acc; returns the parts it splits into."""
+    sub, tries = (samples, attempts) if j else _part(a, b, samples, attempts)
+    if j is None:
+        j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule))
         if j.more:
-            more |= {i + a for i in j.more}
-            continue
-        s = next_step(b - a + 1, j.verdicts)
-        if isinstance(s, Round):
-            step |= {i + a for i in s.indices}
-            continue
-        checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1))
-        if isinstance(checked, tuple):
-            more |= {i + a for i in checked}
-        elif checked.status is Status.FOUND:
-            lo, hi = checked.last_old + a, checked.first_new + a
-            found.append((lo, hi))
-            if leftover(a, b, lo, hi, samples, rule):    # more change than the pair's
-                todo += [(x, y) for x, y in ((a, lo), (hi, b)) if y > x]
-        else:
-            unplaced.append(_shifted(checked, a))
-    if more or step:
-        return Plan(more=tuple(sorted(more)), step=tuple(sorted(step)), verdicts=verdicts,
-                    difference=whole.difference)
-    return Plan(result=_answer(found, unplaced, verdicts, n), changes=tuple(found),
-                verdicts=verdicts, difference=whole.difference)
+            acc.more |= {i + a for i in j.more}
+            return []
+        if j.difference is None or j.difference.call == "unknown":
+            acc.unplaced.append(Result(
+                Status.AMBIGUOUS, last_old=a, candidates=tuple(range(a + 1, b + 1)),
+                explanation=f"whether #{a} .. #{b} holds a change too could not be told "
+                            "within --max-runs"))
+        if j.difference is None or j.difference.call != "differ":
+            return []                   # no change worth naming between these two
+        acc.verdicts.update({i + a: v for i, v in j.verdicts.items() if a < i + a < b})
+    neither = sorted(i for i, c in j.calls.items() if c is Call.NEITHER)
+    if neither:                         # the one nearest the middle splits the part
+        k = a + min(neither, key=lambda i: abs(2 * i - (b - a)))
+        return [(a, k), (k, b)]
+    if j.more:
+        acc.more |= {i + a for i in j.more}
+        return []
+    s = next_step(b - a + 1, j.verdicts)
+    if isinstance(s, Round):
+        acc.step |= {i + a for i in s.indices}
+        return []
+    checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1))
+    if isinstance(checked, tuple):
+        acc.more |= {i + a for i in checked}
+    elif checked.status is Status.FOUND:
+        lo, hi = checked.last_old + a, checked.first_new + a
+        acc.found.append((lo, hi))
+        if leftover(a, b, lo, hi, samples, rule):    # more change than the pair's
+            return [(x, y) for x, y in ((a, lo), (hi, b)) if y > x]
+    else:
+        acc.unplaced.append(_shifted(checked, a))
+    return []
 
 
 def _shifted(r: Result, a: int) -> Result:

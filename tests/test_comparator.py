@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, pareto
 from bisect_ngc import sequential as seq
 from bisect_ngc.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints, judge,
-                                   looks, settled, share)
+                                   looks, settled)
+from bisect_ngc.confirmation import share
 from bisect_ngc.search import Verdict
 
 
