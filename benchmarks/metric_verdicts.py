@@ -3,7 +3,7 @@
 Each trial bisects n candidates whose metric is 1.0 times noise, with a change from a
 culprit on (or two); the comparator (bisect_ngc/comparator.py) and the pure search run
 exactly as the engine runs them: a round is up to `block` passes, one run of each commit
-a pass, one end of the open interval once in the first pass (the drift guard), later
+a pass, each end of the open interval once in the first pass (the drift guard), later
 passes only the commits still undecided. Noise kinds: lognormal; Pareto (heavy-tailed:
 a run is slower by a Pareto-distributed amount); bimodal (two clock states 10% apart,
 each run in one at random); drift (the machine's speed takes a lognormal step before
@@ -83,7 +83,7 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
 
     def measure(asked: tuple[int, ...], verdicts) -> None:
         state["round"] += 1
-        todo = tuple(sorted(set(asked) | set(guard(verdicts, n, state["round"]))))
+        todo = tuple(sorted(set(asked) | set(guard(verdicts, n))))
         for _ in range(rule.block):
             todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs)
             if not todo:

@@ -202,10 +202,10 @@ def together(a: Sample, b: Sample) -> tuple[list[float], list[float]]:
     return numbers(a, common), numbers(b, common)
 
 
-def guard(verdicts: Mapping[int, Verdict], n: int, rnd: int) -> tuple[int, ...]:
+def guard(verdicts: Mapping[int, Verdict], n: int) -> tuple[int, ...]:
     """A round's drift guard: one run of each end of the interval still open, interleaved
     with the commits the search asks for. How far they sit from their sides is the
-    machine's drift (see `corrected`). (`rnd`: the round, for a guard that alternates.)"""
+    machine's drift (see `corrected`)."""
     if not (0 in verdicts and n - 1 in verdicts):
         return ()
     return tuple(i for i in open_interval(n, verdicts)
@@ -263,7 +263,7 @@ def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
         return early
     diff = early
     verdicts = {0: Verdict.PASS, n - 1: Verdict.FAIL}
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    positive = all_positive(samples)
     st = machine_states(samples, positive)
     calls, more = {}, []
     first = {i: min((r for r, _ in samples.get(i, ())), default=-1) for i in attempts}
@@ -293,6 +293,11 @@ def references(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
     """The runs of the commits judged like old (PASS) and like new (FAIL)."""
     return {side: [run for j, v in verdicts.items() if v is side and j != leave_out
                    for run in samples.get(j, ())] for side in (Verdict.PASS, Verdict.FAIL)}
+
+
+def all_positive(samples: Mapping[int, Sample]) -> bool:
+    """Whether every number is positive: then they are compared on a log scale."""
+    return all(v > 0 for sample in samples.values() for _, v in sample)
 
 
 def machine_states(samples: Mapping[int, Sample], positive: bool) -> seq.States | None:
@@ -326,7 +331,7 @@ def _drift(refs: Mapping[Verdict, Sample], positive: bool, st: seq.States | None
 
 def drift(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict]) -> dict[int, float]:
     """The drift taken out of each round's numbers, as a relative change (for the report)."""
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    positive = all_positive(samples)
     _, offset = _drift(references(samples, verdicts), positive,
                        machine_states(samples, positive))
     return {r: seq.relative(d, 1.0, positive) for r, d in sorted(offset.items())}

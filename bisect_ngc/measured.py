@@ -114,12 +114,12 @@ class MeasuredBisection(Bisection):
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
-        """Up to `block` passes, one run of each commit a pass. The first pass also runs one
-        end of the open interval once (`comparator.guard`: its number shows the machine's
+        """Up to `block` passes, one run of each commit a pass. The first pass also runs each
+        end of the open interval once (`comparator.guard`: their numbers show the machine's
         drift, by which this round's numbers are corrected); later passes run only the
         commits still undecided, so a commit far from one side costs one run."""
         n, rule = len(self.span.candidates), self.metric.rule
-        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, rnd))))
+        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n))))
         for _ in range(rule.block):
             todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
                          (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
