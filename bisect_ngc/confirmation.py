@@ -8,8 +8,8 @@ import statistics
 from typing import Mapping
 
 from . import sequential as seq
-from .comparator import (Call, Difference, Rule, Sample, Shift, classify, corrected,
-                         machine_states, numbers, references, settled_at)
+from .comparator import (Call, Difference, Rule, Sample, Shift, all_positive, classify,
+                         corrected, machine_states, numbers, references, settled_at)
 from .search import Result, Status, Verdict
 
 
@@ -20,7 +20,7 @@ CONFIRM_RUNS = 2
 def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference:
     """How far hi lies from lo, judged with the noise of every commit measured: "differ"
     when significant at p, one-sided, in the direction of the endpoints' change."""
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
               for i, s in samples.items() if s}
@@ -45,7 +45,7 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     its call (runs in the order they were taken): the runs that made a decision cannot
     check it, for they are the ones that happened to lean. (An answer is wrong only when
     its pair was called wrong and this check then agrees with that call.)"""
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    positive = all_positive(samples)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
     values = numbers(x)
@@ -100,7 +100,7 @@ def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
     --min-change: the segment holds another change besides the pair's worth naming (a
     machine that drifted a little between rounds is not one)."""
     from scipy import stats
-    positive = all(v > 0 for sample in samples.values() for _, v in sample)
+    positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
               for i, s in samples.items() if s}
