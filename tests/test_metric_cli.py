@@ -128,39 +128,6 @@ def test_a_run_measures_only_when_it_exits_0_with_a_number():
     assert metric_value({"x": float("nan")}, "x") is None and metric_value({}, "x") is None
 
 
-@pytest.mark.slow
-def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path):
-    import signal
-    import sqlite3
-    import subprocess
-    import sys
-    import time
-
-    shas = make_repo(tmp_path / "repo", 16, 9)
-    args = [str(a) for a in metric_args(tmp_path, tmp_path / "repo", 16, "--runs-per-round",
-                                        "10", "--max-runs", "60", "--json")[1:]]
-    argv = [sys.executable, "-m", "bisect_ngc", "bisect", *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    db, end = tmp_path / "state" / "state.db", time.monotonic() + 120
-
-    def records() -> list[tuple]:
-        with sqlite3.connect(db) as con:
-            return con.execute("SELECT session, round, idx, details FROM probes "
-                               "ORDER BY rowid").fetchall()
-
-    while not (db.exists() and len(records()) >= 25):
-        assert time.monotonic() < end and proc.poll() is None, "the bisection never got going"
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    before = records()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    result = json.loads(done.stdout)
-    assert done.returncode == 0 and result["first_new"] == shas[9], done.stderr
-    after = [r for r in records() if r[0] == result["session"]]
-    assert after[:len(before)] == before        # the same session, every number kept
-
-
 def test_metric_cmd_prints_the_number_after_the_test(tmp_path, run_cli):
     shas = make_repo(tmp_path / "repo", 6, 3)
     test = ('python3 -c "import random; b = open(\'behaviour\').read().strip(); '
