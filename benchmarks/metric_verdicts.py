@@ -83,7 +83,7 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
 
     def measure(asked: tuple[int, ...], verdicts) -> None:
         state["round"] += 1
-        todo = tuple(sorted(set(asked) | set(guard(verdicts, n))))
+        todo = tuple(sorted(set(asked) | set(guard(verdicts, n, attempts, rule))))
         for _ in range(rule.block):
             todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs)
             if not todo:

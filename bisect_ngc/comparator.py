@@ -202,14 +202,17 @@ def together(a: Sample, b: Sample) -> tuple[list[float], list[float]]:
     return numbers(a, common), numbers(b, common)
 
 
-def guard(verdicts: Mapping[int, Verdict], n: int) -> tuple[int, ...]:
+def guard(verdicts: Mapping[int, Verdict], n: int, attempts: Mapping[int, int],
+          rule: Rule) -> tuple[int, ...]:
     """A round's drift guard: one run of each end of the interval still open, interleaved
     with the commits the search asks for. How far they sit from their sides is the
-    machine's drift (see `corrected`)."""
+    machine's drift (see `corrected`). It never spends the last third of an end's
+    --max-runs: those are kept for the answer's fresh runs and a split part's ends."""
     if not (0 in verdicts and n - 1 in verdicts):
         return ()
     return tuple(i for i in open_interval(n, verdicts)
-                 if verdicts.get(i) in (Verdict.PASS, Verdict.FAIL))
+                 if verdicts.get(i) in (Verdict.PASS, Verdict.FAIL) and
+                 attempts.get(i, 0) < rule.max_runs - rule.max_runs // 3)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from .search import Result, Status, Verdict
 CONFIRM_RUNS = 2
 
 
-def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference:
-    """How far hi lies from lo, judged with the noise of every commit measured: "differ"
-    when significant at p, one-sided, in the direction of the endpoints' change."""
+def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
+    """How far hi lies from lo, by their runs of the rounds that measured both (None if no
+    round did), judged with the noise of every commit measured: "differ" when significant
+    at p, one-sided, in the direction of the endpoints' change."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
@@ -27,11 +28,15 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
     s, dof = seq.pooled(list(folded.values()))
     if st:
         s = st.sigma
-    a, b = folded[lo], folded[hi]
+    runs = [list(zip((r for r, _ in samples[i]), folded[i])) for i in (lo, hi)]
+    common = {r for r, _ in runs[0]} & {r for r, _ in runs[1]}
+    a, b = ([v for r, v in side if r in common] for side in runs)
+    if not common:
+        return None
     ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
     sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
     delta, low, high, p = seq.shifted(a, b, s, dof, rule.p)
-    base = statistics.median(numbers(samples[lo]))
+    base = statistics.median(numbers(samples[lo], common))
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
     call = "differ" if one_sided <= rule.p else "unknown"

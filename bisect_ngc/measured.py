@@ -119,7 +119,7 @@ class MeasuredBisection(Bisection):
         drift, by which this round's numbers are corrected); later passes run only the
         commits still undecided, so a commit far from one side costs one run."""
         n, rule = len(self.span.candidates), self.metric.rule
-        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n))))
+        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, self.attempts, rule))))
         for _ in range(rule.block):
             todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
                          (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
@@ -190,6 +190,8 @@ class MeasuredBisection(Bisection):
             if self.samples.get(lo) and self.samples.get(hi):
                 d = (endpoints(*together(self.samples[lo], self.samples[hi]), rule)
                      if key == "endpoints" else pair(lo, hi, self.samples, rule))
+                if d is None:
+                    continue
                 s = d.shift
                 out[key] = {"change": s.change, "low": s.low, "high": s.high,
                             "confidence": s.confidence, "p": d.p, "call": d.call,
@@ -198,7 +200,10 @@ class MeasuredBisection(Bisection):
             total = out["endpoints"]["change"]
             out["changes"] = []
             for lo, hi in self.changes:
-                s = pair(lo, hi, self.samples, rule).shift
+                d = pair(lo, hi, self.samples, rule)
+                if d is None:           # confirmed changes were measured side by side
+                    continue
+                s = d.shift
                 out["changes"].append({
                     "last_old": cands[lo], "first_new": cands[hi], "index": hi,
                     "change": s.change, "low": s.low, "high": s.high,

@@ -38,3 +38,26 @@ def test_up_and_back_down_names_both_changes(a, b, seed):
 def test_one_change_is_named_alone(at, seed):
     t = bisect_once(32, {at: 0.05}, lognormal(0.005), Rule(), random.Random(seed))
     assert t.status == "found" and t.named == (at,), t
+
+
+def _runs(rounds: range, level: float, per_round: int = 1, seed: int = 0):
+    rng = random.Random(seed)
+    return [(r, level * rng.lognormvariate(0, 0.005)) for r in rounds for _ in range(per_round)]
+
+
+def test_a_pair_measured_in_different_rounds_is_not_a_difference():
+    """The machine slowed 10% between round 1 and round 2: #0 and #1 never ran side by
+    side, so they are not compared at all (the answer's pair is then run again, together;
+    at 0.5% drift per run, a part's pair once was named from such numbers)."""
+    from bisect_ngc.confirmation import pair
+    samples = {0: _runs(range(1, 2), 1.00, 5, 1), 1: _runs(range(2, 3), 1.10, 5, 2)}
+    assert pair(0, 1, samples, Rule()) is None
+
+
+def test_the_drift_guard_keeps_a_third_of_an_ends_runs_for_the_answer():
+    from bisect_ngc.comparator import guard
+    from bisect_ngc.search import Verdict
+    verdicts = {0: Verdict.PASS, 3: Verdict.FAIL}
+    rule = Rule(max_runs=30)
+    assert guard(verdicts, 4, {0: 19, 3: 5}, rule) == (0, 3)
+    assert guard(verdicts, 4, {0: 20, 3: 5}, rule) == (3,)
