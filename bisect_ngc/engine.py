@@ -7,7 +7,7 @@ overlay of the neighbour's wheel (wheel_overlay.Overlays) instead of being built
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .environments import Environment, paired
@@ -272,11 +272,11 @@ class Bisection:
                 self._note(hit, verdicts)
                 self.events.probe(hit)
                 continue
-            requests.append(self.request(sid, i, len(requests), source))
+            requests.append(self.request(sid, i, len(requests) % self.settings.jobs, source))
         if not requests:
             return
         started = time.time()
-        for req, outcome in self.backend.run_round(requests, self.events.phase):
+        for req, outcome in self.run_requests(requests):
             if outcome.transient:
                 raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
             rec = self._record(rnd, req, outcome, started)
@@ -286,6 +286,13 @@ class Bisection:
                 self.store.cache_put(self.cache_key(req.commit, req.source), rec)
             self._note(rec, verdicts)
             self.events.probe(rec)
+
+    def run_requests(self, requests: list[ProbeRequest]
+                     ) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
+        """At most --jobs probes at a time, the endpoints' first round included."""
+        jobs = self.settings.jobs
+        for start in range(0, len(requests), jobs):
+            yield from self.backend.run_round(requests[start:start + jobs], self.events.phase)
 
     def request(self, sid: str, index: int, slot: int,
                 source: Source | None = None) -> ProbeRequest:

@@ -38,12 +38,12 @@ def verified(bis: Any, sid: str, rnd: int, found: Result) -> tuple[Result, int]:
 def _probe_again(bis: Any, sid: str, rnd: int, step: list[tuple[int, str, int]]) -> None:
     requests = []
     for slot, (i, tier, attempt) in enumerate(step):
-        req = bis.request(sid, i, slot, _source(bis, sid, i, tier))
+        req = bis.request(sid, i, slot % bis.settings.jobs, _source(bis, sid, i, tier))
         name = f"verify-{tier}-{attempt}"
         requests.append(replace(req, log_dir=req.log_dir / name, run_key=name))
     asked = {r.run_key: (tier, a) for r, (_, tier, a) in zip(requests, step)}
     started = time.time()
-    for req, outcome in bis.backend.run_round(requests, bis.events.phase):
+    for req, outcome in bis.run_requests(requests):
         if outcome.transient:
             raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
         rec = bis._record(rnd, req, outcome, started)

@@ -360,3 +360,21 @@ def test_the_live_log_counts_candidates_as_plan_does(tmp_path, counter):
     done = subprocess.run([sys.executable, "-m", "bisect_ngc", *args], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "starting; 29 candidates" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_jobs_bounds_the_probes_at_a_time_endpoints_included(tmp_path, counter, run_cli, jobs):
+    """`--jobs 1` once built and tested both endpoints at the same moment: two PyTorch
+    builds with MAX_JOBS set to every CPU, or two repros sharing one GPU."""
+    make_repo(tmp_path / "r", 30, 12)
+    spans = tmp_path / "spans"
+    build = f'echo "+ $(date +%s.%N)" >> {spans}; sleep 0.3; {BUILD}; echo "- $(date +%s.%N)" >> {spans}'
+    code, _, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--jobs", str(jobs),
+                                     "--verify", "0", build=build))
+    assert code == 0
+    busy, most = 0, 0
+    for _, sign in sorted((float(t), s) for s, t in
+                          (line.split() for line in spans.read_text().splitlines())):
+        busy += 1 if sign == "+" else -1
+        most = max(most, busy)
+    assert most == jobs
