@@ -47,8 +47,10 @@ class Opt:
         return False if self.click.get("is_flag") else () if self.click.get("multiple") else None
 
     def decorator(self, **override: Any):
-        return click.option(*self.flags, self.name, **{"help": self.help, **self.click,
-                                                        "default": self.default, **override})
+        kw = {"help": self.help, **self.click, "default": self.default, **override}
+        if kw.get("required"):      # click counts an explicit default of None as given
+            kw.pop("default")
+        return click.option(*self.flags, self.name, **kw)
 
 
 _SLURM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(settings_type("slurm"))}
