@@ -20,7 +20,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
-from .metric_text import print_measurement, print_metric
+from .metric_text import print_measurement
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
@@ -29,6 +29,7 @@ from .progress import make_events, say
 from .options import QUESTION, options, options_from
 from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
 from .report import write_report
+from .summary_text import print_summary
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from .store import StateLock, Store
 
@@ -81,7 +82,8 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         for note in opts.notes:
             say(note)
         if dry_run:
-            return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend)
+            return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
+                            as_json)
         q.backend.prepare()
         bis = q.bisection(settings, make_events(jobs, quiet or as_json and not sys.stderr.isatty()),
                           metric=metric)
@@ -92,7 +94,8 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
             if sid:
                 _report(q.store, sid)
             raise UserError(f"interrupted; session {sid} is kept in {opts.state}",
-                            hint="run the same command again to resume",
+                            hint="run the same command again to resume: " +
+                            shlex.join(["bisect-ngc", *_invocation["args"]]),
                             code=EXIT_INTERRUPTED, session=sid) from None
         written = _report(q.store, bis.session.id)
         probes = q.store.probes(bis.session.id)
@@ -106,7 +109,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
     if as_json:
         emit(summary)
     else:
-        _print_summary(summary, titles, settings.probe_argv)
+        print_summary(summary, titles, settings.probe_argv)
         if written:
             click.echo(f"Report: {written.markdown}")
     return STATUS_EXIT[result.status]
@@ -121,77 +124,26 @@ def _report(store: Store, sid: str):
         return None
 
 
-def _dry_run(bis, backend) -> int:
+def _dry_run(bis, backend, as_json: bool) -> int:
     step = bis.peek()
     if not isinstance(step, list):
-        click.echo(f"nothing to run: the stored verdicts already give the result "
-                   f"({step.status.value})")
+        if as_json:
+            emit({"status": "dry-run", "next_round": [], "result": step.status.value})
+        else:
+            click.echo(f"nothing to run: the stored verdicts already give the result "
+                       f"({step.status.value})")
+        return 0
+    scripts = list(getattr(backend, "dry_run", lambda reqs: [])(step))
+    if as_json:
+        emit({"status": "dry-run",
+              "next_round": [{"commit": r.commit, "index": r.index} for r in step],
+              "scripts": [{"name": name, "script": script} for name, script in scripts]})
         return 0
     click.echo(f"next round: {len(step)} probe(s): " +
                ", ".join(f"{r.commit[:12]} [{r.index}]" for r in step))
-    for name, script in getattr(backend, "dry_run", lambda reqs: [])(step):
+    for name, script in scripts:
         click.echo(f"\n# ---- {name} ----\n{script}")
     return 0
-
-
-def _print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) -> None:
-    status = summary["status"]
-    overlays = f", {summary['overlays']} of them overlays" if summary["overlays"] else ""
-    tally_line = (f"{summary['probes']} probe(s) ({summary['runs']} test run(s)), "
-                  f"{summary['builds']} build(s){overlays}, "
-                  f"{summary['cached']} from cache, {summary['rounds']} round(s), "
-                  f"session {summary['session']}")
-    checked = summary.get("verification") or {}
-    if checked.get("probes"):
-        tally_line += (f"; the answer's pair run again: {checked['probes']} probe(s), "
-                       f"{checked['runs']} test run(s)")
-    if summary.get("metric"):
-        print_metric(summary["metric"])
-    if status == "found":
-        click.echo(f"First commit with the new behaviour ({summary['new_outcome']}; "
-                   f"the old behaviour was {summary['old_outcome']}):")
-        for sha, role in ((summary["first_new"], None), (summary["last_old"], "parent")):
-            row = titles.get(sha)
-            title = row["title"] if row else ""
-            if role is None:
-                pr = f" (#{row['pr']})" if row and row["pr"] and f"#{row['pr']}" not in title \
-                    else ""
-                click.echo(f"  {sha}{pr}\n  {title}")
-                if row:
-                    click.echo(f"  {row['author']}, {row['date']}")
-            elif sha:
-                click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
-                           f"{sha[:12]} {title}")
-        click.echo(tally_line)
-        click.echo("Reproduce the verdicts:")
-        for sha in (summary["first_new"], summary["last_old"]):
-            if sha:
-                click.echo("  " + shlex.join(probe_argv + ["--commit", sha]))
-    elif status == "ambiguous":
-        cands = summary["candidates"]
-        click.echo(f"Ambiguous: {summary['explanation']}. The first new-behaviour commit is "
-                   "one of" + (":" if len(cands) <= 20 else
-                               f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
-        for sha in cands if len(cands) <= 20 else ():
-            click.echo(f"  {sha}")
-        click.echo(tally_line)
-    elif status == "not-in-commits":
-        click.echo(f"Not in these commits: {summary['explanation']}.")
-        _print_components(summary.get("components"))
-        click.echo(tally_line)
-    else:
-        click.echo(f"Invalid endpoints: {summary['explanation']}.")
-        for side, why in summary["endpoint_reasons"].items():
-            click.echo(f"  {side} endpoint skipped: {why}")
-        click.echo(tally_line)
-
-
-def _print_components(found: dict[str, Any] | None) -> None:
-    if found:
-        click.echo(f"Which part of the container ({found['status']}): {found['explanation']}.")
-        for c in found["components"]:
-            mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
-            click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
 
 
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
@@ -342,7 +294,12 @@ for command in (status, log, report, slurm, releases, resolve, cache, components
     cli.add_command(command)
 
 
+# The command line as given (for the resume hint), and the signal that stopped it, if one did.
+_invocation: dict[str, Any] = {"args": [], "signal": None}
+
+
 def _on_signal(signum, frame):
+    _invocation["signal"] = signum
     raise KeyboardInterrupt
 
 
@@ -351,14 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):   # a lost terminal cleans up like Ctrl-C
         signal.signal(sig, _on_signal)
+    args = sys.argv[1:] if argv is None else argv
+    _invocation.update(args=list(args), signal=None)
     json_output.reset()
     try:
-        rv = cli.main(args=argv, prog_name="bisect-ngc", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="bisect-ngc", standalone_mode=False)
     except UserError as exc:
         return _fail(exc.code, exc.message, exc.hint, **exc.facts)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
+        if "--json" in args:    # asked for, though parsing stopped before it was read
+            json_output.request()
         if not json_output.requested():
             exc.show()
             return exc.exit_code
@@ -370,12 +331,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(code: int, message: str, hint: str = "", **facts: Any) -> int:
-    """One sentence and a hint on stderr; with --json also one object on stdout."""
+    """One sentence and a hint on stderr; with --json also one object on stdout. An
+    interruption by SIGTERM or SIGHUP exits 128 + its number, as shells do; Ctrl-C 130."""
+    interrupted = code == EXIT_INTERRUPTED
+    if interrupted and _invocation["signal"]:
+        code = 128 + _invocation["signal"]
     click.echo(f"error: {message}", err=True)
     if hint:
         click.echo(f"hint: {hint}", err=True)
     if json_output.requested():
-        json_output.print_error("interrupted" if code == EXIT_INTERRUPTED else "error", code,
+        json_output.print_error("interrupted" if interrupted else "error", code,
                                 message, hint, **facts)
     return code
 

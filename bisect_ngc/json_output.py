@@ -31,6 +31,10 @@ def emit(value: Any) -> None:
     _requested["printed"] = True
 
 
+def request() -> None:
+    _requested["json"] = True
+
+
 def requested() -> bool:
     return _requested["json"]
 

@@ -27,7 +27,7 @@ from .git_mirrors import redact_url
 from .history import History
 from .measured import MeasuredBisection, Metric
 from .overlay import OverlayRule
-from .question_recipe import component, make_recipe
+from .question_recipe import check_test_files, component, make_recipe
 from .recipes import Recipe, test_identity
 from .components import Evidence, dist_unit
 from .swap_probes import ImageSwaps
@@ -49,7 +49,8 @@ Exit codes:
   4    ambiguous (untestable commits hide the transition; candidates listed)
   5    not in these commits: the images differ, but builds of their commits in one
        base image do not (another part of the container made the difference)
-  130  interrupted; the state is kept and the same command resumes
+  130  interrupted (143 by SIGTERM, 129 by SIGHUP); the state is kept and the same
+       command resumes
 """
 
 VERDICT_HELP = """\b
@@ -298,6 +299,7 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
         if not partial:
             raise
         return Question(opts, store, catalog, old, new, None, recipe, None, exc, say)
+    check_test_files(recipe.test_as_is, span.history)
     setup = backend_setup(opts, span, recipe, store, say)
     backend = backends.create(opts.backend_name, setup)
     return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,

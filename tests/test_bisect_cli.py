@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -273,7 +274,7 @@ SLOW_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; sleep 0.4; ' + TEST
 @pytest.mark.parametrize("sig,code,ignored", [(signal.SIGKILL, -9, False),
                                               (signal.SIGINT, 130, False),
                                               (signal.SIGINT, 130, True),
-                                              (signal.SIGTERM, 130, False)])
+                                              (signal.SIGTERM, 143, False)])
 def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter, sig, code,
                                                               ignored):
     shas = make_repo(tmp_path / "r", 200, 111)
@@ -287,8 +288,9 @@ def test_killed_run_resumes_without_rerunning_finished_probes(tmp_path, counter,
     if sig != signal.SIGKILL:
         assert "interrupted" in err and "run the same command again to resume" in err
         told = json.loads(out)
-        assert (told["status"], told["exit_code"]) == ("interrupted", 130)
-        assert told["hint"] == "run the same command again to resume" and told["session"]
+        assert (told["status"], told["exit_code"]) == ("interrupted", code)
+        assert told["hint"] == ("run the same command again to resume: " +
+                                shlex.join(["bisect-ngc", *args])) and told["session"]
     first = executions(counter)
     store = Store(tmp_path / "st")
     finished = {p.commit for p in store.probes(store.latest().id)}

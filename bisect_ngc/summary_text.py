@@ -1,0 +1,69 @@
+"""What a finished bisection prints in the terminal (`--json` prints the summary itself)."""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import click
+
+from .metric_text import print_metric
+
+
+def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) -> None:
+    status = summary["status"]
+    overlays = f", {summary['overlays']} of them overlays" if summary["overlays"] else ""
+    tally_line = (f"{summary['probes']} probe(s) ({summary['runs']} test run(s)), "
+                  f"{summary['builds']} build(s){overlays}, "
+                  f"{summary['cached']} from cache, {summary['rounds']} round(s), "
+                  f"session {summary['session']}")
+    checked = summary.get("verification") or {}
+    if checked.get("probes"):
+        tally_line += (f"; the answer's pair run again: {checked['probes']} probe(s), "
+                       f"{checked['runs']} test run(s)")
+    if summary.get("metric"):
+        print_metric(summary["metric"])
+    if status == "found":
+        click.echo(f"First commit with the new behaviour ({summary['new_outcome']}; "
+                   f"the old behaviour was {summary['old_outcome']}):")
+        for sha, role in ((summary["first_new"], None), (summary["last_old"], "parent")):
+            row = titles.get(sha)
+            title = row["title"] if row else ""
+            if role is None:
+                pr = f" (#{row['pr']})" if row and row["pr"] and f"#{row['pr']}" not in title \
+                    else ""
+                click.echo(f"  {sha}{pr}\n  {title}")
+                if row:
+                    click.echo(f"  {row['author']}, {row['date']}")
+            elif sha:
+                click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
+                           f"{sha[:12]} {title}")
+        click.echo(tally_line)
+        click.echo("Reproduce the verdicts:")
+        for sha in (summary["first_new"], summary["last_old"]):
+            if sha:
+                click.echo("  " + shlex.join(probe_argv + ["--commit", sha]))
+    elif status == "ambiguous":
+        cands = summary["candidates"]
+        click.echo(f"Ambiguous: {summary['explanation']}. The first new-behaviour commit is "
+                   "one of" + (":" if len(cands) <= 20 else
+                               f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
+        for sha in cands if len(cands) <= 20 else ():
+            click.echo(f"  {sha}")
+        click.echo(tally_line)
+    elif status == "not-in-commits":
+        click.echo(f"Not in these commits: {summary['explanation']}.")
+        print_components(summary.get("components"))
+        click.echo(tally_line)
+    else:
+        click.echo(f"Invalid endpoints: {summary['explanation']}.")
+        for side, why in summary["endpoint_reasons"].items():
+            click.echo(f"  {side} endpoint skipped: {why}")
+        click.echo(tally_line)
+
+
+def print_components(found: dict[str, Any] | None) -> None:
+    if found:
+        click.echo(f"Which part of the container ({found['status']}): {found['explanation']}.")
+        for c in found["components"]:
+            mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
+            click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")

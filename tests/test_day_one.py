@@ -1,0 +1,95 @@
+"""What a new user meets in the first hour (issue 33): `--json` is one value for every
+outcome, git's habits, and the small words."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.repos import BUILD, TEST, make_repo
+
+
+def _one_json_value(out: str) -> dict:
+    value = json.loads(out)          # exactly one value: json.loads rejects trailing text
+    assert isinstance(value, dict)
+    return value
+
+
+@pytest.mark.parametrize("args", [
+    ["bisect", "--json", "--bogus"],
+    ["bisect", "--json", "--repo"],
+    ["status", "--json", "--bogus"],
+    ["components", "--json"],
+    ["components", "--json", "--to", "24.10", "--test", "true"],
+])
+def test_usage_errors_are_one_json_value(run_cli, args):
+    code, out, err = run_cli(args)
+    value = _one_json_value(out)
+    assert code == 2 and value["status"] == "error" and value["exit_code"] == 2
+    assert "Traceback" not in err
+
+
+def test_a_missing_required_option_is_named_not_a_traceback(run_cli):
+    code, _, err = run_cli(["components", "--to", "24.10", "--test", "true"])
+    assert code == 2 and "Missing option '--from'" in err
+
+
+def test_dry_run_with_json_prints_one_value(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 10, 4)
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~9",
+                            "--new", "main", "--build", BUILD, "--test", TEST,
+                            "--state", tmp_path / "st", "--dry-run", "--json"])
+    value = _one_json_value(out)
+    assert code == 0 and value["status"] == "dry-run"
+    assert [p["commit"] for p in value["next_round"]] == [shas[0], shas[9]]
+
+
+def _bisect(repo, state, test, *extra):
+    return ["bisect", "--repo", repo, "--old", "main~19", "--new", "main", "--test", test,
+            "--state", state, "--quiet", "--json", *extra]
+
+
+def test_a_test_that_crashes_mid_range_stops_as_git_bisect_run_does(tmp_path, run_cli):
+    """Exit 200 at one commit was a silent skip, and the session still ended `found`.
+    git stops: "exit code 200 ... is < 0 or >= 128". So does this tool, keeping the state:
+    once the test is fixed, the same command resumes."""
+    shas = make_repo(tmp_path / "r", 20, 13)
+    flag = tmp_path / "still-broken"
+    flag.write_text("")
+    test = (f'v=$(cat version.txt); [ -e {flag} ] && [ $v -ge 7 ] && [ $v -le 12 ] && '
+            'exit 200; test "$(cat behaviour)" = old')
+    code, out, err = run_cli(_bisect(tmp_path / "r", tmp_path / "st", test))
+    told = _one_json_value(out)
+    assert code == 2 and told["status"] == "error" and "exited 200" in told["message"]
+    assert "128 or above stops the bisection" in err and "run the same command" in err
+    flag.unlink()
+    code, out, _ = run_cli(_bisect(tmp_path / "r", tmp_path / "st", test))
+    assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
+
+
+def test_an_untracked_test_script_is_named_before_anything_runs(tmp_path, run_cli,
+                                                                 monkeypatch):
+    """`git bisect run ./mytest.sh` runs the file in the checkout; here each commit is
+    tested in a fresh worktree, where an untracked file is missing. Both endpoints used
+    to fail with exit 127 and the answer blamed the test."""
+    shas = make_repo(tmp_path / "r", 20, 13)
+    script = tmp_path / "r" / "mytest.sh"
+    script.write_text('#!/bin/sh\ntest "$(cat behaviour)" = old\n')
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path / "r")
+    code, out, err = run_cli(_bisect(".", tmp_path / "st", "./mytest.sh"))
+    assert code == 2 and "./mytest.sh, which git does not track" in err
+    assert f"--test {script}" in err                  # the hint is a command that works
+    code, out, _ = run_cli(_bisect(".", tmp_path / "st", str(script)))
+    assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
+
+
+def test_a_directory_inside_the_checkout_names_the_checkout(tmp_path, run_cli, monkeypatch):
+    shas = make_repo(tmp_path / "r", 20, 13)
+    (tmp_path / "r" / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "r" / "sub")
+    code, out, _ = run_cli(_bisect(".", tmp_path / "st", 'test "$(cat behaviour)" = old'))
+    assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
