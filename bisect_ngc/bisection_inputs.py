@@ -1,11 +1,12 @@
 """What a bisection is run with: the range, prebuilt tiers, settings and progress hooks,
-and the interruption a probe can end in."""
+and the two ways a probe can stop it (an interruption, a crashed test)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends.base import ProbeRequest, Source
+from .backends.base import ProbeOutcome, ProbeRequest, Source
+from .errors import UserError
 from .history import History
 from .records import ProbeRecord, SessionRecord
 from .search import RepeatPolicy
@@ -15,6 +16,22 @@ from .verification import DEFAULT_VERIFY
 class Interrupted(KeyboardInterrupt):
     """A probe ended by an interruption (Ctrl-C reached its container or process first):
     nothing is recorded for it, and the run stops as if interrupted itself."""
+
+
+def stop_if_needed(req: ProbeRequest, outcome: ProbeOutcome) -> None:
+    """Before a probe is recorded: an interrupted one stops the run, and so does a test that
+    exited 128 or above, as in `git bisect run`: a crash or a kill says nothing about the
+    behaviour, and a silent skip could leave a found answer that rests on it unseen.
+    Nothing is recorded, so the same command runs that probe again."""
+    if outcome.transient:
+        raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
+    if outcome.crashed is not None:
+        raise UserError(
+            f"the test exited {outcome.crashed} at {req.commit[:12]}: an exit code of 128 or "
+            "above stops the bisection, as in `git bisect run` (a crash is no verdict)",
+            hint=f"see the log in {req.log_dir}; fix the test, or make it exit 125 to skip "
+                 "such a commit or 1 to count it as the new behaviour; then run the same "
+                 "command again to resume")
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
 from .environments import Environment, paired
 from .recipes import Recipe
-from .bisection_inputs import Events, Interrupted, Range, Settings, Tier
+from .bisection_inputs import Events, Range, Settings, Tier, stop_if_needed
 from .search import (Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
 from .keys import CacheKey, digest
@@ -277,8 +277,7 @@ class Bisection:
             return
         started = time.time()
         for req, outcome in self.run_requests(requests):
-            if outcome.transient:
-                raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
+            stop_if_needed(req, outcome)
             rec = self._record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
             self._remember([req.commit])

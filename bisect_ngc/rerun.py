@@ -11,7 +11,7 @@ from typing import Any
 
 from . import verification
 from .backends.base import Source
-from .bisection_inputs import Interrupted
+from .bisection_inputs import stop_if_needed
 from .search import Result, Verdict, open_interval
 
 
@@ -44,8 +44,7 @@ def _probe_again(bis: Any, sid: str, rnd: int, step: list[tuple[int, str, int]])
     asked = {r.run_key: (tier, a) for r, (_, tier, a) in zip(requests, step)}
     started = time.time()
     for req, outcome in bis.run_requests(requests):
-        if outcome.transient:
-            raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
+        stop_if_needed(req, outcome)
         rec = bis._record(rnd, req, outcome, started)
         rec.details["verify_tier"], rec.details["verify"] = asked[req.run_key]
         bis.store.add_probe(sid, rec)

@@ -46,6 +46,7 @@ class ProbeOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     cacheable: bool = True    # False: a skip of this run's circumstances, retried next time
     transient: bool = False   # interrupted: never recorded
+    crashed: int | None = None  # a run's exit code of 128 or above: the bisection stops
 
 
 def _secs(limit: float | None) -> str:
@@ -53,8 +54,9 @@ def _secs(limit: float | None) -> str:
 
 
 def judge_exit(code: int | None) -> tuple[Verdict, str, bool]:
-    """The `git bisect run` protocol: 0 pass, 125 skip, 1-127 fail; signals are skips.
-    Returns (verdict, reason, cacheable)."""
+    """The `git bisect run` protocol: 0 pass, 125 skip, 1-127 fail; 128 and above a crash
+    (no verdict: `judge_probe` says the bisection stops, as git's does). Returns (verdict,
+    reason, cacheable)."""
     if code is None:
         return Verdict.SKIP, "the test gave no exit code", False
     if code == 0:
@@ -67,7 +69,7 @@ def judge_exit(code: int | None) -> tuple[Verdict, str, bool]:
         return Verdict.FAIL, "", True
     if code < 0:
         return Verdict.SKIP, f"test killed by signal {-code}", False
-    return Verdict.SKIP, f"test exited {code} (above 127: treated as a crash)", False
+    return Verdict.SKIP, f"test exited {code} (128 or above: a crash, no verdict)", False
 
 
 def reported_commit(details: dict[str, Any]) -> str | None:
@@ -132,6 +134,8 @@ def judge_probe(build: BuildFact | None, runs: Sequence[RunFact], policy: Repeat
     else:
         reason = next((why for v, why, _ in judged if v is verdict and why), "")
     deciding = next((r for r, (v, _, _) in zip(runs, judged) if v is verdict), runs[-1])
+    crashed = next((r.exit_code for r in runs if not r.timed_out and r.exit_code is not None
+                    and r.exit_code >= 128), None)
     return ProbeOutcome(verdict, reason, exit_code=deciding.exit_code, build_s=build_s,
                         test_s=sum(r.seconds for r in runs), runs=verdicts,
-                        details=dict(deciding.details), cacheable=cacheable)
+                        details=dict(deciding.details), cacheable=cacheable, crashed=crashed)

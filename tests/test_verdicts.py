@@ -16,7 +16,7 @@ SHA = "ab" * 20
     (125, Verdict.SKIP, "exited 125", True),
     (127, Verdict.FAIL, "command not found", True),
     (-9, Verdict.SKIP, "killed by signal 9", False),
-    (137, Verdict.SKIP, "above 127", False),
+    (137, Verdict.SKIP, "128 or above", False),
     (None, Verdict.SKIP, "no exit code", False),
 ])
 def test_exit_codes_follow_git_bisect_run(code, verdict, words, cacheable):
