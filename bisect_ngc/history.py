@@ -72,13 +72,13 @@ class History:
             raise UserError(f"repository '{spec}' does not exist",
                             hint="give a local path or a clone URL (--repo, or --torch-repo "
                                  "in release mode)")
-        try:
-            repo = git.Repo(path, search_parent_directories=False)
+        try:    # as git does, a directory inside a checkout names that checkout
+            repo = git.Repo(path, search_parent_directories=True)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise UserError(f"'{spec}' is not a git repository",
-                            hint="give the top of a git checkout (--repo, or --torch-repo in "
-                                 "release mode)") from None
-        return cls(repo, str(path.resolve()))
+            raise UserError(f"'{spec}' is not inside a git repository",
+                            hint="give a git checkout or a directory in one (--repo, or "
+                                 "--torch-repo in release mode)") from None
+        return cls(repo, str(Path(repo.working_tree_dir or repo.git_dir).resolve()))
 
     @staticmethod
     def at_hand(spec: str, cache_dir: Path) -> bool:

@@ -3,14 +3,16 @@ or a component's (`--component`), with the user's companions (`--with`) resolved
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from . import component_mode
 from .companion_sources import CompanionSources
 from .companions import Companion, parse as parse_companion
 from .errors import UserError
+from .history import History
 from .options import Options
 from .overlay import OverlayRule, RuleError
-from .recipes import Recipe, local_cuda_arch, pytorch_preset
+from .recipes import Recipe, local_cuda_arch, pytorch_preset, run_words
 from .releases import Endpoint
 
 DEFAULT_CUDA_ARCH = "9.0"
@@ -95,3 +97,27 @@ def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
         raise UserError(str(exc), hint="e.g. --overlay-rule 'ships:mypkg/*.py' "
                                        "--overlay-rule 'inert:tests/*'") from None
     return list(lines)
+
+
+def check_test_files(test: str | None, history: History) -> None:
+    """A test that runs a file of the user's checkout (`./mytest.sh`, `bash t.sh`) which
+    git does not track: each commit is tested in a fresh worktree, where it is missing
+    (`git bisect run` runs it from the checkout instead). Say so before anything runs."""
+    top = history.repo.working_tree_dir
+    if not test or history.owned or not top:
+        return
+    for word, is_command in run_words(test):
+        if word.startswith(("/", "~", "$")) or (is_command and "/" not in word):
+            continue
+        on_disk = [p for p in (Path.cwd() / word, Path(top) / word) if p.is_file()]
+        if not on_disk:
+            continue
+        path = on_disk[0].resolve()
+        if path.is_relative_to(Path(top).resolve()) and \
+                history.repo.git.ls_files("--", str(path.relative_to(Path(top).resolve()))):
+            continue
+        raise UserError(
+            f"the test runs {word}, which git does not track: each commit is tested in a "
+            "fresh worktree of it, where that file is missing",
+            hint=f"give its absolute path, --test {shlex.quote(test.replace(word, str(path), 1))}"
+                 ", or commit it")

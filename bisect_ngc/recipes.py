@@ -97,6 +97,8 @@ class Recipe:
 # Commands that run the file named after them (their options aside).
 _RUNNERS = {"sh", "bash", "zsh", "dash", "ksh", "source", ".", "python", "python3", "perl",
             "ruby", "node", "env", "exec", "time", "nohup", "timeout"}
+# Of those, the ones whose next word is a command again (found on PATH, not a file).
+_WRAPPERS = {"env", "exec", "time", "nohup", "timeout"}
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "\n"}
 _NOT_SCRIPTS = ("/proc/", "/sys/", "/dev/")
 
@@ -104,30 +106,40 @@ _NOT_SCRIPTS = ("/proc/", "/sys/", "/dev/")
 def host_scripts(test: str) -> dict[str, str]:
     """The scripts on this host that a test command runs, named by an absolute or home
     path (`~/repro.sh`, `bash /work/t.sh;`, `python3 "$HOME/t.py"`), each with the sha256
-    of its content: the command's own word, or the first argument of a shell or an
-    interpreter. Files it only reads or writes (a counter, `>> /tmp/log`) are not the
-    test; a relative path is the commit's own file, which the commit already keys."""
+    of its content (see `run_words`). Files it only reads or writes (a counter,
+    `>> /tmp/log`) are not the test; a relative path is the commit's own file, which the
+    commit already keys."""
+    found = {}
+    for word, _ in run_words(test):
+        path = os.path.expandvars(os.path.expanduser(word))
+        if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and os.path.isfile(path):
+            found[path] = _content(Path(path))
+    return found
+
+
+def run_words(test: str) -> list[tuple[str, bool]]:
+    """The words of a test command that name what it runs: each command's own word (True),
+    and the first argument of a shell or an interpreter (False)."""
     try:
         lexer = shlex.shlex(test, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         words = list(lexer)
     except ValueError:
         words = test.split()
-    found, runs_next = {}, True
+    found, runs_next, command = [], True, True
     for word in words:
         if word in _SEPARATORS or set(word) <= set(";&|()"):
-            runs_next = True
+            runs_next = command = True
             continue
         if set(word) <= set("<>&|") or (runs_next and "=" in word and
                                         not word.startswith(("/", "~", "$"))):
             continue                       # a redirection, or VAR=value before a command
-        if runs_next or word.startswith("-"):
-            path = os.path.expandvars(os.path.expanduser(word))
-            if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and \
-                    os.path.isfile(path):
-                found[path] = _content(Path(path))
-            runs_next = word.startswith("-") or word.replace(".", "").isdigit() or \
-                os.path.basename(word) in _RUNNERS
+        if word.startswith("-") or (runs_next and word.replace(".", "").isdigit()):
+            runs_next = True               # an option, or timeout's seconds: what follows runs
+        elif runs_next:
+            found.append((word, command))
+            runs_next = os.path.basename(word) in _RUNNERS
+            command = os.path.basename(word) in _WRAPPERS
     return found
 
 
