@@ -26,7 +26,7 @@ from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
 from .progress import make_events, say
-from .options import QUESTION, options, options_from
+from .options import BISECTION, options, options_from
 from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
 from .report import write_report
 from .summary_text import print_summary
@@ -62,9 +62,8 @@ def cli() -> None:
 
 
 @cli.command(epilog=EXIT_CODES_HELP + "\n" + VERDICT_HELP + "\n" + RELEASE_HELP)
-@options(*QUESTION, "jobs", "max_skips", "metric")
+@options(*BISECTION)
 @json_option
-@options("quiet", "dry_run")
 @click.pass_context
 def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy, **params):
     """Bisect between two revisions or releases on the first-parent path.
@@ -147,17 +146,21 @@ def _dry_run(bis, backend, as_json: bool) -> int:
 
 
 @cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
-@options(*QUESTION, "jobs", "brief")
+@options(*BISECTION, "brief")
 @json_option
-def plan(jobs, brief, as_json, repeat, repeat_policy, **params):
+@click.pass_context
+def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry_run,
+         **params):
     """Dry run: candidates, expected probes and rounds, the recipe and where it would run.
     Builds nothing and starts no container. Exits 2 when the candidates cannot be listed
-    (after printing the rest)."""
+    (after printing the rest). Takes a `bisect` command line as it is."""
+    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
     opts = options_from(params)
     q = ask(opts, say, partial=True)
     out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
                            "endpoints": {}, "recipe": q.recipe.show(), "notes": opts.notes,
-                           "component": opts.component if opts.release_mode else None}
+                           "component": opts.component if opts.release_mode else None,
+                           "metric": metric.name if metric else None}
     for side, ep in (("old", q.old), ("new", q.new)):
         out["endpoints"][side] = {"label": ep.label, "kind": ep.kind, "rev": ep.rev,
                                   "image": ep.image,
@@ -249,12 +252,15 @@ def _indent(text: str | None) -> str:
 
 
 @cli.command(epilog=VERDICT_HELP)
-@options(*QUESTION, "metric", "commit")
+@options(*BISECTION, "commit")
+@json_option
 @click.pass_context
-def probe(ctx, commit, repeat, repeat_policy, **params):
+def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, dry_run,
+          **params):
     """Build and test one commit now, bypassing the result cache, and exit with its
-    verdict: 0 pass, 1 fail, 125 skip. Takes the same options as `bisect`, which prints
-    the probe commands that re-check its answer.
+    verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line with --commit added
+    (--jobs and --max-skips have no effect on one probe); `bisect` prints the probe
+    commands that re-check its answer.
 
     With --metric NAME it measures instead: --runs-per-round runs, one at a time, each
     number printed, then their median and spread; exit 0 when every run gave a number,
@@ -270,6 +276,8 @@ def probe(ctx, commit, repeat, repeat_policy, **params):
         bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
                           metric=metric)
         first = bis.request(sid, 0, 0)
+        if dry_run:
+            return _dry_run_probe(first, q.backend, as_json)
         reqs = [first] if metric is None else [
             replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
             for k in range(metric.rule.block)]
@@ -281,13 +289,30 @@ def probe(ctx, commit, repeat, repeat_policy, **params):
             q.backend.cancel()
             raise
     if metric is not None:
-        return print_measurement(first.commit, metric.name, outcomes)
+        return print_measurement(first.commit, metric.name, outcomes, as_json)
     outcome, = outcomes
+    code = {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
+    if as_json:
+        emit({"commit": first.commit, "verdict": outcome.verdict.value, "exit_code": code,
+              "reason": outcome.reason, "logs": {k: str(v) for k, v in outcome.logs.items()}})
+        return code
     why = f" ({outcome.reason})" if outcome.reason else ""
     click.echo(f"{first.commit[:12]}: {outcome.verdict.value}{why}")
     for name, path in outcome.logs.items():
         click.echo(f"  {name} log: {path}")
-    return {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
+    return code
+
+
+def _dry_run_probe(req, backend, as_json: bool) -> int:
+    scripts = list(getattr(backend, "dry_run", lambda reqs: [])([req]))
+    if as_json:
+        emit({"status": "dry-run", "commit": req.commit,
+              "scripts": [{"name": name, "script": script} for name, script in scripts]})
+        return 0
+    click.echo(f"would probe {req.commit[:12]}")
+    for name, script in scripts:
+        click.echo(f"\n# ---- {name} ----\n{script}")
+    return 0
 
 
 for command in (status, log, report, slurm, releases, resolve, cache, components):

@@ -5,6 +5,7 @@ from typing import Any
 
 import click
 
+from .json_output import emit
 from .measured import measurement, spread
 
 
@@ -23,14 +24,23 @@ def print_metric(m: dict[str, Any]) -> None:
                    f"({c['share']:.0%} of the endpoints' change)")
 
 
-def print_measurement(commit: str, name: str, outcomes: list) -> int:
-    values = []
+def print_measurement(commit: str, name: str, outcomes: list, as_json: bool = False) -> int:
+    """`probe --metric`: each run's number (or why it has none), then their spread; exit 0
+    when every run gave a number, 125 when none did, 1 otherwise."""
+    values, runs = [], []
     for k, out in enumerate(outcomes, 1):
         value, why = measurement(out, name)
         logs = ", ".join(str(p) for p in out.logs.values())
-        click.echo(f"{commit[:12]} run {k}: {why}" + (f"  (log: {logs})" if logs else ""))
+        runs.append({"value": value, "why": why, "logs": logs})
+        if not as_json:
+            click.echo(f"{commit[:12]} run {k}: {why}" + (f"  (log: {logs})" if logs else ""))
         if value is not None:
             values.append(value)
+    code = 0 if len(values) == len(outcomes) else 125 if not values else 1
+    if as_json:
+        emit({"commit": commit, "metric": name, "exit_code": code, "runs": runs,
+              "spread": spread(values) if values else None})
+        return code
     if values:
         s = spread(values)
         click.echo(f"{name}: median {s['median']:.6g} over {s['n']} of {len(outcomes)} runs "

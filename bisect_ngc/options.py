@@ -295,6 +295,9 @@ OPTIONS: tuple[Opt, ...] = (
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 QUESTION = ("question", "run", "place", "slurm")      # what every question command takes
+# A bisect command line: plan, probe and slurm submit take all of it, so that changing the
+# verb is enough (what does not apply to a verb is accepted and has no effect there).
+BISECTION = (*QUESTION, "jobs", "max_skips", "metric", "quiet", "dry_run")
 
 
 def options(*groups_or_names: str, **override: dict[str, Any]):

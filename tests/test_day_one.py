@@ -93,3 +93,28 @@ def test_a_directory_inside_the_checkout_names_the_checkout(tmp_path, run_cli, m
     monkeypatch.chdir(tmp_path / "r" / "sub")
     code, out, _ = run_cli(_bisect(".", tmp_path / "st", 'test "$(cat behaviour)" = old'))
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
+
+
+def test_a_bisect_line_runs_under_every_verb(tmp_path, run_cli):
+    """`probe … --jobs 4` said "No such option", and so did --json, --metric, --quiet and
+    --max-skips; plan and slurm submit rejected --metric. Changing the verb is enough."""
+    shas = make_repo(tmp_path / "r", 10, 4)
+    line = ["--repo", tmp_path / "r", "--old", "main~9", "--new", "main", "--build", BUILD,
+            "--test", TEST, "--state", tmp_path / "st", "--jobs", "4", "--max-skips", "3",
+            "--quiet", "--json"]
+    code, out, _ = run_cli(["plan", *line])
+    assert code == 0 and _one_json_value(out)["n_candidates"] == 9
+    code, out, _ = run_cli(["probe", *line, "--commit", "main"])
+    assert code == 1 and _one_json_value(out)["verdict"] == "fail"
+    code, out, _ = run_cli(["probe", *line, "--commit", "main", "--dry-run"])
+    assert code == 0 and _one_json_value(out)["commit"] == shas[9]
+    code, out, _ = run_cli(["slurm", "submit", *line, "--dry-run"])
+    told = _one_json_value(out)
+    assert code == 0 and told["status"] == "dry-run" and "--max-skips" in told["command"]
+    metric = [w for w in line if w not in ("--jobs", "4")] + ["--metric", "step_ms",
+                                                               "--max-runs", "10"]
+    for verb in (["plan"], ["slurm", "submit", "--dry-run"]):
+        code, out, _ = run_cli([*verb, *metric])
+        assert code == 0 and _one_json_value(out), verb
+    code, out, _ = run_cli(["slurm", "submit", *metric, "--dry-run"])
+    assert "--metric" in _one_json_value(out)["command"]
