@@ -99,7 +99,11 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         written = _report(q.store, bis.session.id)
         probes = q.store.probes(bis.session.id)
         checks = verification_cost(q.store.checks(bis.session.id))
-        titles = q.store.commits([s for s in (result.first_new, result.last_old) if s])
+        shown = [result.first_new, result.last_old, *result.candidates[:20]]
+        titles = q.store.commits([s for s in shown if s])
+        for p in probes:            # why a listed commit has no verdict (its last skip)
+            if p.commit in titles and p.verdict.value == "skip" and p.reason:
+                titles[p.commit] = dict(titles[p.commit], why=p.reason)
     first = titles.get(result.first_new or "")
     summary = dict(asdict(result), **tally(probes), session=bis.session.id, verification=checks,
                    first_new_title=first["title"] if first else None,

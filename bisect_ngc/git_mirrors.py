@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import re
 import shutil
 from contextlib import contextmanager
@@ -32,11 +33,25 @@ def mirror_path(root: Path, url: str) -> Path:
 
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Several runs may share a cache dir: one works on `path`, the others wait for it."""
+    """Several runs may share a cache dir: one works on `path`, the others wait for it.
+    The lock file goes when its holder is done (none is left behind by a failed clone): a
+    waiter that then holds a lock on the removed file takes a new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
+    name = path.with_name(path.name + ".lock")
+    while True:
+        lock = open(name, "w")
         fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(lock.fileno()), os.stat(name)):
+                break
+        except FileNotFoundError:
+            pass
+        lock.close()
+    try:
         yield
+    finally:
+        name.unlink(missing_ok=True)
+        lock.close()
 
 
 def clone_mirror(url: str, dest: Path, options: list[str]) -> None:

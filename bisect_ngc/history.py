@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 _REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
 _PR_TITLE_RE = re.compile(r"\(#(\d+)\)")
+_PR_MERGE_RE = re.compile(r"^Merge pull request #(\d+) from ")       # GitHub's merge button
 _PR_TRAILER_RE = re.compile(r"^Pull Request resolved:\s*\S*?/pull/(\d+)", re.M)
 
 
@@ -48,7 +49,7 @@ def validate_rev(rev: str) -> str:
 
 def parse_pr(message: str) -> int | None:
     title = message.splitlines()[0] if message else ""
-    found = _PR_TITLE_RE.findall(title)
+    found = _PR_TITLE_RE.findall(title) or _PR_MERGE_RE.findall(title)
     if found:
         return int(found[-1])
     trailer = _PR_TRAILER_RE.search(message)

@@ -8,7 +8,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .tracker import Tracker, fmt_seconds
+from .tracker import Tracker, fmt_seconds, plural
 from .records import ProbeRecord, SessionRecord
 
 
@@ -39,7 +39,7 @@ class RichEvents(Tracker):
     def session(self, record: SessionRecord, resumed: int) -> None:
         super().session(record, resumed)
         how = f"resuming, {resumed} probes done" if resumed >= 0 else "new session"
-        self.history.append(f"session {record.id} ({how}), {self.n} candidates")
+        self.history.append(f"session {record.id} ({how}), {plural(self.n, 'candidate')}")
 
     def probe(self, rec: ProbeRecord) -> None:
         super().probe(rec)

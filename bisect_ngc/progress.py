@@ -6,7 +6,7 @@ from typing import IO
 
 from .bisection_inputs import Events
 from .records import ProbeRecord, SessionRecord
-from .tracker import Tracker, fmt_seconds
+from .tracker import Tracker, fmt_seconds, plural
 
 
 def say(text: str) -> None:
@@ -27,7 +27,7 @@ class PlainEvents(Tracker):
     def session(self, record: SessionRecord, resumed: int) -> None:
         super().session(record, resumed)
         how = f"resuming ({resumed} probes already done)" if resumed >= 0 else "starting"
-        self._say(f"session {record.id}: {how}; {self.n} candidates")
+        self._say(f"session {record.id}: {how}; {plural(self.n, 'candidate')}")
 
     def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
               tier: str = "build") -> None:

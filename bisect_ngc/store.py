@@ -341,3 +341,18 @@ class StateLock:
             os.ftruncate(self.fd, 0)
             os.close(self.fd)
             self.fd = None
+
+    @staticmethod
+    def held(root: Path) -> bool:
+        """Whether a live process holds the lock of this state directory now."""
+        try:
+            fd = os.open(Path(root) / "lock", os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)

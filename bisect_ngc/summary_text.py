@@ -48,7 +48,9 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
                    "one of" + (":" if len(cands) <= 20 else
                                f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
         for sha in cands if len(cands) <= 20 else ():
-            click.echo(f"  {sha}")
+            row = dict(titles.get(sha) or {})
+            why = f"  [skipped: {row['why']}]" if row.get("why") else ""
+            click.echo(f"  {sha[:12]} {row.get('title', '')}{why}")
         click.echo(tally_line)
     elif status == "not-in-commits":
         click.echo(f"Not in these commits: {summary['explanation']}.")

@@ -61,3 +61,8 @@ def fmt_seconds(seconds: float | None) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
         f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def plural(n: int, word: str) -> str:
+    """"1 candidate", "2 candidates"."""
+    return f"{n} {word}" + ("" if n == 1 else "s")

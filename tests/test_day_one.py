@@ -118,3 +118,55 @@ def test_a_bisect_line_runs_under_every_verb(tmp_path, run_cli):
         assert code == 0 and _one_json_value(out), verb
     code, out, _ = run_cli(["slurm", "submit", *metric, "--dry-run"])
     assert "--metric" in _one_json_value(out)["command"]
+
+
+def test_a_failed_clone_leaves_no_lock_file_behind(tmp_path, run_cli):
+    code, _, err = run_cli(["plan", "--repo", f"file://{tmp_path}/nowhere.git", "--old", "a",
+                            "--new", "b", "--test", "true", "--cache-dir", tmp_path / "cache",
+                            "--state", tmp_path / "st"])
+    assert code == 2 and "could not clone" in err
+    assert not list((tmp_path / "cache").rglob("*.lock"))
+
+
+def test_the_mirror_lock_still_lets_one_holder_in_at_a_time(tmp_path):
+    import threading
+    import time
+    from bisect_ngc.git_mirrors import locked
+    inside, most = [0], [0]
+
+    def work():
+        for _ in range(20):
+            with locked(tmp_path / "m"):
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                time.sleep(0.001)
+                inside[0] -= 1
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and not (tmp_path / "m.lock").exists()
+
+
+def test_an_ambiguous_answer_names_its_commits_with_titles_and_reasons(tmp_path, run_cli):
+    shas = make_repo(tmp_path / "r", 12, 6, {5})
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11",
+                            "--new", "main", "--build", BUILD, "--test", TEST,
+                            "--state", tmp_path / "st", "--quiet"])
+    assert code == 4
+    assert f"  {shas[5][:12]} change 5  [skipped: build failed (exit 1)]" in out
+    assert f"  {shas[6][:12]} change 6 (#1006)" in out
+
+
+def test_status_tells_a_session_whose_process_is_gone(tmp_path, run_cli):
+    from bisect_ngc.records import SessionStatus
+    from bisect_ngc.store import Store
+    make_repo(tmp_path / "r", 12, 6)
+    run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11", "--new", "main",
+             "--build", BUILD, "--test", TEST, "--state", tmp_path / "st", "--quiet"])
+    store = Store(tmp_path / "st")
+    store.set_status(store.latest().id, SessionStatus.RUNNING)      # as a SIGKILL leaves it
+    code, out, _ = run_cli(["status", "--state", tmp_path / "st"])
+    assert code == 0 and "stopped" in out and "the same command resumes" in out
+    assert "11 candidates" in out

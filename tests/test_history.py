@@ -87,6 +87,8 @@ def test_titles_join_a_wrapped_first_paragraph_as_git_does(tmp_path):
     ("Revert \"x (#1)\" (#2)", 2),
     ("Title\n\nBody\nPull Request resolved: https://github.com/pytorch/pytorch/pull/4242\n", 4242),
     ("No PR here", None),
+    ("Merge pull request #845 from someone/branch\n\nFix it", 845),
+    ("Say Merge pull request #845 from x", None),
 ])
 def test_parse_pr(message, pr):
     assert parse_pr(message) == pr

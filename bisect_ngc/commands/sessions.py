@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from ..json_output import emit, json_option
-from ..records import tally
+from ..records import SessionStatus, tally
 from ..options import default_state, option
 from ..report import write_report
-from ..store import Store
+from ..store import StateLock, Store
+from ..tracker import plural
 
 
 @click.command()
@@ -40,9 +41,12 @@ def report(state, session, output):
 def status(state, session, as_json):
     """Show the sessions in a state directory and where each stands."""
     store = Store(default_state(state), readonly=True)
+    alive = StateLock.held(store.root)
     rows = []
     for rec in [store.find(session)] if session else store.sessions():
-        rows.append({"session": rec.id, "status": rec.status.value,
+        running = rec.status is SessionStatus.RUNNING
+        rows.append({"session": rec.id,     # "running" with no process left: it was killed
+                     "status": "stopped" if running and not alive else rec.status.value,
                      "n_candidates": len(rec.candidates) - 1, **tally(store.probes(rec.id)),
                      "first_new": rec.result.first_new if rec.result else None,
                      "updated": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.updated)),
@@ -55,9 +59,12 @@ def status(state, session, as_json):
     for r in rows:
         where = f" -> {r['first_new'][:12]}" if r["first_new"] else ""
         span = f"{r['labels'].get('old', '?')}..{r['labels'].get('new', '?')}"
-        click.echo(f"{r['session']}  {r['status']:<17} {span}  {r['n_candidates']} candidates, "
+        click.echo(f"{r['session']}  {r['status']:<17} {span}  "
+                   f"{plural(r['n_candidates'], 'candidate')}, "
                    f"{r['probes']} probes ({r['cached']} cached), {r['rounds']} rounds"
                    f"{where}  [{r['updated']}]")
+        if r["status"] == "stopped":
+            click.echo("    its process is gone (killed?): the same command resumes it")
     return 0
 
 
@@ -81,7 +88,7 @@ def log(state, session, as_json):
             for p in probes])
         return 0
     n = len(rec.candidates)
-    click.echo(f"session {rec.id} ({rec.status.value}), {n - 1} candidates")
+    click.echo(f"session {rec.id} ({rec.status.value}), {plural(n - 1, 'candidate')}")
     for p in probes:
         timing = "" if p.cached else (f" checkout {p.details.get('checkout_s') or 0:.1f}s"
                                       f" build {p.build_s or 0:.1f}s test {p.test_s or 0:.1f}s")
