@@ -99,11 +99,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         written = _report(q.store, bis.session.id)
         probes = q.store.probes(bis.session.id)
         checks = verification_cost(q.store.checks(bis.session.id))
-        shown = [result.first_new, result.last_old, *result.candidates[:20]]
-        titles = q.store.commits([s for s in shown if s])
-        for p in probes:            # why a listed commit has no verdict (its last skip)
-            if p.commit in titles and p.verdict.value == "skip" and p.reason:
-                titles[p.commit] = dict(titles[p.commit], why=p.reason)
+        titles = _titles(q.store, result, probes)
     first = titles.get(result.first_new or "")
     summary = dict(asdict(result), **tally(probes), session=bis.session.id, verification=checks,
                    first_new_title=first["title"] if first else None,
@@ -116,6 +112,16 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
         if written:
             click.echo(f"Report: {written.markdown}")
     return STATUS_EXIT[result.status]
+
+
+def _titles(store: Store, result, probes) -> dict[str, Any]:
+    """The answer's commits as the store knows them, with why a listed one was skipped."""
+    shown = [result.first_new, result.last_old, *result.candidates[:20]]
+    titles = {sha: dict(row) for sha, row in store.commits([s for s in shown if s]).items()}
+    for p in probes:
+        if p.commit in titles and p.verdict.value == "skip" and p.reason:
+            titles[p.commit]["why"] = p.reason
+    return titles
 
 
 def _report(store: Store, sid: str):

@@ -43,14 +43,7 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
             if sha:
                 click.echo("  " + shlex.join(probe_argv + ["--commit", sha]))
     elif status == "ambiguous":
-        cands = summary["candidates"]
-        click.echo(f"Ambiguous: {summary['explanation']}. The first new-behaviour commit is "
-                   "one of" + (":" if len(cands) <= 20 else
-                               f" the {len(cands)} from {cands[0]} to {cands[-1]}."))
-        for sha in cands if len(cands) <= 20 else ():
-            row = dict(titles.get(sha) or {})
-            why = f"  [skipped: {row['why']}]" if row.get("why") else ""
-            click.echo(f"  {sha[:12]} {row.get('title', '')}{why}")
+        _print_ambiguous(summary["explanation"], summary["candidates"], titles)
         click.echo(tally_line)
     elif status == "not-in-commits":
         click.echo(f"Not in these commits: {summary['explanation']}.")
@@ -69,3 +62,13 @@ def print_components(found: dict[str, Any] | None) -> None:
         for c in found["components"]:
             mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
+
+
+def _print_ambiguous(explanation: str, cands: list[str], titles: dict) -> None:
+    click.echo(f"Ambiguous: {explanation}. The first new-behaviour commit is one of" +
+               (":" if len(cands) <= 20 else f" the {len(cands)} from {cands[0]} to "
+                                             f"{cands[-1]}."))
+    for sha in cands if len(cands) <= 20 else ():
+        row = titles.get(sha) or {}
+        why = f"  [skipped: {row['why']}]" if row.get("why") else ""
+        click.echo(f"  {sha} {row.get('title', '')}{why}")

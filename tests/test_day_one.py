@@ -155,8 +155,8 @@ def test_an_ambiguous_answer_names_its_commits_with_titles_and_reasons(tmp_path,
                             "--new", "main", "--build", BUILD, "--test", TEST,
                             "--state", tmp_path / "st", "--quiet"])
     assert code == 4
-    assert f"  {shas[5][:12]} change 5  [skipped: build failed (exit 1)]" in out
-    assert f"  {shas[6][:12]} change 6 (#1006)" in out
+    assert f"  {shas[5]} change 5  [skipped: build failed (exit 1)]" in out
+    assert f"  {shas[6]} change 6 (#1006)" in out
 
 
 def test_status_tells_a_session_whose_process_is_gone(tmp_path, run_cli):
