@@ -29,9 +29,9 @@ from .store import Store
 GITHUB_RE = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 SYSTEM_DIRS = {"bin", "sbin", "usr", "etc", "opt", "lib", "lib64", "dev", "proc", "sys", "run",
                "var", "srv", "mnt", "media", "boot", "snap", "nix"}
-# An absolute path in running text: not part of a URL, a relative path, a closing tag or
-# a path under a quoted variable ("$BISECT_ARTIFACTS"/x.whl).
-ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])(?<![\w}]\")/([\w.+@-]+)(?:/[\w.+@-]+)*")
+# An absolute path in running text: two parts or more (not "/O2" or "</script>"), not part
+# of a URL, a relative path or a path under a quoted variable ("$BISECT_ARTIFACTS"/x.whl).
+ABS_PATH_RE = re.compile(r"(?<![\w:/.~$<-])(?<![\w}]\")/([\w.+@-]+)(?:/[\w.+@-]+)+")
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -47,9 +47,16 @@ _env = jinja2.Environment(loader=jinja2.PackageLoader("bisect_ngc", "templates")
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,
                           bytecode_cache=_bytecode_cache())
 _env.filters["duration"] = lambda v: f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s" if v < 100 else f"{v:.0f} s"
-_env.filters["text"] = lambda v: html.escape(str("" if v is None else v), quote=False)
-_env.filters["cell"] = lambda v: html.escape(str("" if v is None else v), quote=False) \
-    .replace("|", "\\|").replace("\n", " ")
+_MARKDOWN = re.compile(r"([\\`*_\[\]~])")
+
+
+def _text(v: Any) -> str:
+    """Quoted text (a commit title, a reason) shown as it is, never rendered as markdown."""
+    return html.escape(_MARKDOWN.sub(r"\\\1", str("" if v is None else v)), quote=False)
+
+
+_env.filters["text"] = _text
+_env.filters["cell"] = lambda v: _text(v).replace("|", "\\|").replace("\n", " ")
 _env.filters["secs"] = lambda v: "" if v is None else f"{v:.1f}"
 
 
@@ -151,6 +158,12 @@ class Scrubber:
             text = text.replace(path, name)
         return ABS_PATH_RE.sub(lambda m: m.group(0) if m.group(1) in SYSTEM_DIRS
                                else "…/" + m.group(0).rsplit("/", 1)[-1], text)
+
+    def known_only(self, text: str) -> str:
+        """A script as it runs: only the known paths become their placeholders."""
+        for path, name in self.known:
+            text = text.replace(path, name)
+        return text
 
     def command(self, argv: list[str]) -> str:
         """A runnable command line: a placeholder stays outside the quotes (`"$VAR"/x`)."""
@@ -310,6 +323,10 @@ def write_report(store: Store, sid: str, out: Path | None = None) -> Written:
     commands = {f"@@reproduce-{k}@@": scrub.command(argv)
                 for k, argv in enumerate(model["reproduce"])}
     model["reproduce"] = list(commands)
+    for part in ("test", "build"):      # the recipe's scripts, as runnable as the commands
+        if model["recipe"].get(part):
+            commands[f"@@recipe-{part}@@"] = scrub.known_only(model["recipe"][part].strip())
+            model["recipe"][part] = f"@@recipe-{part}@@"
     text = scrub(_env.get_template("report.md.j2").render(**model))
     for token, command in commands.items():
         text = text.replace(token, command)

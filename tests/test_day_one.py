@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,35 @@ def test_status_tells_a_session_whose_process_is_gone(tmp_path, run_cli):
     code, out, _ = run_cli(["status", "--state", tmp_path / "st"])
     assert code == 0 and "stopped" in out and "the same command resumes" in out
     assert "11 candidates" in out
+
+
+def _titled_repo(path, titles: list[str], transition: int) -> list[str]:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    path.mkdir()
+    git("init", "-q", "-b", "main")
+    for i, title in enumerate(titles):
+        (path / "behaviour").write_text("old\n" if i < transition else "new\n")
+        git("add", "behaviour")
+        git("-c", "user.name=Dev", "-c", "user.email=d@x", "commit", "-q", "--allow-empty",
+            "-m", title)
+    return git("rev-list", "--reverse", "main").split()
+
+
+def test_the_report_quotes_titles_and_scripts_as_they_are(tmp_path, run_cli):
+    """The path scrubber turned `</script>` into `&lt;…/script&gt;`, "/O2" into "…/O2" and
+    the test's `>> /tmp/x/ts` into `…/ts`; markdown in a title rendered live."""
+    title = "**bold** [link](http://x.org) </script> built with /O2"
+    _titled_repo(tmp_path / "r", ["a", "b", "c", title, "e", "f"], 3)
+    log = tmp_path / "x" / "ts"
+    log.parent.mkdir()
+    test = f'echo run >> {log}; test "$(cat behaviour)" = old'
+    code, _, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~5",
+                          "--new", "main", "--test", test, "--state", tmp_path / "st",
+                          "--quiet"])
+    assert code == 0
+    code, out, _ = run_cli(["report", "--state", tmp_path / "st", "-o", "-"])
+    assert code == 0 and out.startswith("#") and not (Path.cwd() / "-").exists()
+    assert r"\*\*bold\*\* \[link\](http://x.org) &lt;/script&gt; built with /O2" in out
+    assert f"echo run >> {log};" in out          # the test, runnable as printed

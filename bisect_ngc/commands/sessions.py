@@ -18,8 +18,9 @@ from ..tracker import plural
 @option("state")
 @option("session")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Where to write the markdown (default: STATE/reports/SESSION.md); the "
-                   "narrowing picture goes next to it.")
+              help="Where to write the markdown (default: STATE/reports/SESSION.md; '-': "
+                   "stdout, the picture then in STATE/reports); the narrowing picture goes "
+                   "next to it.")
 def report(state, session, output):
     """Render a session's markdown report, finished or still running.
 
@@ -29,8 +30,10 @@ def report(state, session, output):
     the state database alone: no repository, no network.
     """
     store = Store(default_state(state), readonly=True)
-    written = write_report(store, store.find(session).id, output)
-    click.echo(str(written.markdown))
+    to_stdout = output is not None and str(output) == "-"
+    written = write_report(store, store.find(session).id, None if to_stdout else output)
+    click.echo(written.markdown.read_text() if to_stdout else str(written.markdown),
+               nl=not to_stdout)
     return 0
 
 
