@@ -1,6 +1,7 @@
 """The git side: repositories, revisions, first-parent candidates, metadata, worktrees."""
 from __future__ import annotations
 
+import codecs
 import re
 import shutil
 import tempfile
@@ -210,11 +211,23 @@ class History:
         infos = {}
         for sha in shas:
             c = self.repo.commit(sha)
-            first = c.message.strip().split("\n\n", 1)[0]
+            message = self._message(c)
+            first = message.strip().split("\n\n", 1)[0]
             title = " ".join(line.strip() for line in first.splitlines())   # as git's %s
             infos[c.hexsha] = CommitInfo(c.hexsha, title, f"{c.author.name} <{c.author.email}>",
-                                         c.committed_datetime.isoformat(), parse_pr(c.message))
+                                         c.committed_datetime.isoformat(), parse_pr(message))
         return infos
+
+    def _message(self, c: git.Commit) -> str:
+        """The message in the encoding its `encoding` header names, as git log shows it
+        (gitpython reads every message as UTF-8)."""
+        head, _, body = self.repo.odb.stream(c.binsha).read().partition(b"\n\n")
+        named = [line[9:].decode("ascii", "replace") for line in head.split(b"\n")
+                 if line.startswith(b"encoding ")]
+        try:
+            return body.decode(codecs.lookup(named[0]).name if named else "utf-8", "replace")
+        except LookupError:
+            return body.decode("utf-8", "replace")
 
     def changes(self, old: str, new: str) -> list[Change]:
         """What differs from `old` to `new`, file by file, renames found (`git diff --raw -M`)."""

@@ -82,6 +82,18 @@ def test_titles_join_a_wrapped_first_paragraph_as_git_does(tmp_path):
     assert f"{info.title}|{info.date}" == expected
 
 
+def test_a_title_in_the_encoding_its_commit_declares_reads_as_git_log_shows_it(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=A", "-c", "user.email=a@b",
+           "-c", "i18n.commitEncoding=ISO-8859-1"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m",
+                    "café naïve (#5)".encode("latin-1")], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    info = History.open(str(tmp_path), tmp_path / "cache").info([sha])[sha]
+    assert (info.title, info.pr) == ("café naïve (#5)", 5)
+
+
 @pytest.mark.parametrize("message,pr", [
     ("Fix as_tensor device (#132595)", 132595),
     ("Revert \"x (#1)\" (#2)", 2),
