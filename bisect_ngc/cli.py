@@ -21,13 +21,15 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
 from .commands.cache import cache
 from .commands.components import components
 from .metric_text import print_measurement
+from .merges import merged_branch
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
 from .progress import make_events, say
 from .options import BISECTION, options, options_from
-from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
+from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, command_line,
+                       run_settings)
 from .report import write_report
 from .summary_text import print_summary
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
@@ -104,6 +106,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
     summary = dict(asdict(result), **tally(probes), session=bis.session.id, verification=checks,
                    first_new_title=first["title"] if first else None,
                    first_new_pr=first["pr"] if first else None,
+                   merge=_merge(ctx, q.span.history, result.first_new),
                    report=str(written.markdown) if written else None)
     if as_json:
         emit(summary)
@@ -122,6 +125,15 @@ def _titles(store: Store, result, probes) -> dict[str, Any]:
         if p.commit in titles and p.verdict.value == "skip" and p.reason:
             titles[p.commit]["why"] = p.reason
     return titles
+
+
+def _merge(ctx, history, sha: str | None) -> dict[str, Any] | None:
+    branch = merged_branch(history, sha) if sha else None
+    if branch is None:
+        return None
+    argv = command_line(ctx, "bisect", ("old", "new"), redact=False)
+    return {"base": branch[0], "tip": branch[1],
+            "look_inside": argv + ["--old", branch[0], "--new", branch[1]]}
 
 
 def _report(store: Store, sid: str):

@@ -37,6 +37,11 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
             elif sha:
                 click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
                            f"{sha[:12]} {title}")
+        if summary.get("merge"):
+            m = summary["merge"]
+            click.echo(f"It is a merge: the change came in with the branch it merged "
+                       f"({m['base'][:12]}..{m['tip'][:12]}). To look inside it:\n  " +
+                       shlex.join(m["look_inside"]))
         click.echo(tally_line)
         click.echo("Reproduce the verdicts:")
         for sha in (summary["first_new"], summary["last_old"]):

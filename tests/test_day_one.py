@@ -203,3 +203,31 @@ def test_the_report_quotes_titles_and_scripts_as_they_are(tmp_path, run_cli):
     assert code == 0 and out.startswith("#") and not (Path.cwd() / "-").exists()
     assert r"\*\*bold\*\* \[link\](http://x.org) &lt;/script&gt; built with /O2" in out
     assert f"echo run >> {log};" in out          # the test, runnable as printed
+
+
+def test_a_merge_named_as_the_answer_says_so_and_how_to_look_inside(tmp_path, run_cli):
+    r = tmp_path / "r"
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=D", "-c", "user.email=d@x", *args],
+                              cwd=r, check=True, capture_output=True, text=True).stdout.strip()
+    _titled_repo(r, ["a", "b", "c"], 9)                     # all old
+    git("checkout", "-q", "-b", "side", "main~1")
+    (r / "unrelated").write_text("x\n")
+    git("add", "unrelated")
+    git("commit", "-q", "-m", "side work")
+    (r / "behaviour").write_text("new\n")
+    git("commit", "-q", "-am", "side: the change")
+    side = git("rev-parse", "HEAD")
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "-m", "Merge pull request #7 from x/side", "side")
+    merge = git("rev-parse", "HEAD")
+    git("commit", "-q", "--allow-empty", "-m", "after")
+    test = 'test "$(cat behaviour)" = old'
+    code, out, _ = run_cli(["bisect", "--repo", r, "--old", "main~3", "--new", "main",
+                            "--test", test, "--state", tmp_path / "st", "--quiet", "--json"])
+    told = json.loads(out)
+    assert code == 0 and told["first_new"] == merge and told["first_new_pr"] == 7
+    assert told["merge"]["tip"] == side
+    code, out, _ = run_cli([*told["merge"]["look_inside"][1:], "--quiet", "--json"])
+    assert code == 0 and json.loads(out)["first_new"] == side
