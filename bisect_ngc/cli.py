@@ -21,6 +21,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
 from .commands.cache import cache
 from .commands.components import components
 from .metric_text import print_measurement
+from .help_sections import RichGroup, epilog, install as install_help_sections
 from .merges import merged_branch
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
@@ -31,7 +32,7 @@ from .options import BISECTION, options, options_from
 from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, command_line,
                        run_settings)
 from .report import write_report
-from .summary_text import print_summary
+from .summary_text import print_dry_run, print_summary
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from .store import StateLock, Store
 
@@ -40,7 +41,8 @@ STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
                "not-in-commits": EXIT_NOT_IN_COMMITS}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=RichGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="bisect-ngc")
 def cli() -> None:
     """Find the upstream commit that changed a repro's behaviour.
@@ -49,13 +51,13 @@ def cli() -> None:
     Between two NGC PyTorch releases (Docker, GPUs and nvcr.io access needed):
       bisect-ngc bisect --from 24.09 --to 24.10
     Any git repository, with a build and a test command:
-      bisect-ngc bisect --repo PATH --old GOOD --new BAD --build 'make' --test './check'
+      bisect-ngc bisect --repo PATH --old GOOD --new BAD --build make --test "$PWD/t.sh"
     Dry run (candidates, probes, rounds, base image and recipe; builds nothing):
       bisect-ngc plan --from 24.09 --to 24.10
     The release catalog:
       bisect-ngc releases ; bisect-ngc resolve 24.09
     On a Slurm cluster (the controller itself as a batch job):
-      bisect-ngc slurm submit --from 24.09 --to 24.10 --partition cpu --gpu-partition gpu
+      bisect-ngc slurm submit --from 24.09 --to 24.10 --gpu-partition gpu
     Sessions and the markdown report:
       bisect-ngc status ; bisect-ngc log ; bisect-ngc report
     Which part of the container makes two images differ (Docker):
@@ -63,17 +65,26 @@ def cli() -> None:
     """
 
 
-@cli.command(epilog=EXIT_CODES_HELP + "\n" + VERDICT_HELP + "\n" + RELEASE_HELP)
+BISECT_HELP = """Bisect between two revisions or releases on the first-parent path.
+
+Both endpoints are tested first. Killed or interrupted, the same command resumes
+where it stopped; verdicts are cached, so a repeated or overlapping bisection reuses
+them, and built wheels are reused across sessions and backends.
+
+\b
+Examples:
+  bisect-ngc bisect --repo . --old v1.0 --new main --test "$PWD/check.sh"
+  bisect-ngc bisect --repo . --old v1.0 --new main --test ./bench \\
+      --metric step_ms
+  bisect-ngc bisect --from 24.09 --to 24.10
+"""
+
+
+@cli.command(help=BISECT_HELP, epilog=epilog(EXIT_CODES_HELP, VERDICT_HELP, RELEASE_HELP))
 @options(*BISECTION)
 @json_option
 @click.pass_context
 def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy, **params):
-    """Bisect between two revisions or releases on the first-parent path.
-
-    Both endpoints are tested first. Killed or interrupted, the same command resumes
-    where it stopped; verdicts are cached, so a repeated or overlapping bisection reuses
-    them, and built wheels are reused across sessions and backends.
-    """
     metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
     opts = options_from(params)
     settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
@@ -148,26 +159,11 @@ def _report(store: Store, sid: str):
 def _dry_run(bis, backend, as_json: bool) -> int:
     step = bis.peek()
     if not isinstance(step, list):
-        if as_json:
-            emit({"status": "dry-run", "next_round": [], "result": step.status.value})
-        else:
-            click.echo(f"nothing to run: the stored verdicts already give the result "
-                       f"({step.status.value})")
-        return 0
-    scripts = list(getattr(backend, "dry_run", lambda reqs: [])(step))
-    if as_json:
-        emit({"status": "dry-run",
-              "next_round": [{"commit": r.commit, "index": r.index} for r in step],
-              "scripts": [{"name": name, "script": script} for name, script in scripts]})
-        return 0
-    click.echo(f"next round: {len(step)} probe(s): " +
-               ", ".join(f"{r.commit[:12]} [{r.index}]" for r in step))
-    for name, script in scripts:
-        click.echo(f"\n# ---- {name} ----\n{script}")
-    return 0
+        return print_dry_run([], [], as_json, result=step.status.value)
+    return print_dry_run(step, getattr(backend, "dry_run", lambda reqs: [])(step), as_json)
 
 
-@cli.command(epilog=VERDICT_HELP + "\n" + RELEASE_HELP)
+@cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))
 @options(*BISECTION, "brief")
 @json_option
 @click.pass_context
@@ -273,7 +269,7 @@ def _indent(text: str | None) -> str:
     return "\n".join("    " + line for line in (text or "(none)").rstrip().splitlines())
 
 
-@cli.command(epilog=VERDICT_HELP)
+@cli.command(epilog=epilog(VERDICT_HELP))
 @options(*BISECTION, "commit")
 @json_option
 @click.pass_context
@@ -299,7 +295,8 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
                           metric=metric)
         first = bis.request(sid, 0, 0)
         if dry_run:
-            return _dry_run_probe(first, q.backend, as_json)
+            return print_dry_run([first], getattr(q.backend, "dry_run", lambda r: [])([first]),
+                                 as_json)
         reqs = [first] if metric is None else [
             replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
             for k in range(metric.rule.block)]
@@ -325,20 +322,9 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
     return code
 
 
-def _dry_run_probe(req, backend, as_json: bool) -> int:
-    scripts = list(getattr(backend, "dry_run", lambda reqs: [])([req]))
-    if as_json:
-        emit({"status": "dry-run", "commit": req.commit,
-              "scripts": [{"name": name, "script": script} for name, script in scripts]})
-        return 0
-    click.echo(f"would probe {req.commit[:12]}")
-    for name, script in scripts:
-        click.echo(f"\n# ---- {name} ----\n{script}")
-    return 0
-
-
 for command in (status, log, report, slurm, releases, resolve, cache, components):
     cli.add_command(command)
+install_help_sections(cli)
 
 
 # The command line as given (for the resume hint), and the signal that stopped it, if one did.

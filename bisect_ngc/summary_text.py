@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from .json_output import emit
 from .metric_text import print_metric
 
 
@@ -77,3 +78,21 @@ def _print_ambiguous(explanation: str, cands: list[str], titles: dict) -> None:
         row = titles.get(sha) or {}
         why = f"  [skipped: {row['why']}]" if row.get("why") else ""
         click.echo(f"  {sha} {row.get('title', '')}{why}")
+
+
+def print_dry_run(requests: list, scripts, as_json: bool, result: str | None = None) -> int:
+    """--dry-run: the next round's probes and the scripts they would run (or, with
+    `result`, that the stored verdicts already give it); nothing runs."""
+    scripts = list(scripts)
+    if as_json:
+        emit({"status": "dry-run", "result": result,
+              "next_round": [{"commit": r.commit, "index": r.index} for r in requests],
+              "scripts": [{"name": name, "script": script} for name, script in scripts]})
+    elif result:
+        click.echo(f"nothing to run: the stored verdicts already give the result ({result})")
+    else:
+        click.echo(f"next round: {len(requests)} probe(s): " +
+                   ", ".join(f"{r.commit[:12]} [{r.index}]" for r in requests))
+        for name, script in scripts:
+            click.echo(f"\n# ---- {name} ----\n{script}")
+    return 0

@@ -108,7 +108,7 @@ def test_a_bisect_line_runs_under_every_verb(tmp_path, run_cli):
     code, out, _ = run_cli(["probe", *line, "--commit", "main"])
     assert code == 1 and _one_json_value(out)["verdict"] == "fail"
     code, out, _ = run_cli(["probe", *line, "--commit", "main", "--dry-run"])
-    assert code == 0 and _one_json_value(out)["commit"] == shas[9]
+    assert code == 0 and _one_json_value(out)["next_round"][0]["commit"] == shas[9]
     code, out, _ = run_cli(["slurm", "submit", *line, "--dry-run"])
     told = _one_json_value(out)
     assert code == 0 and told["status"] == "dry-run" and "--max-skips" in told["command"]

@@ -5,13 +5,15 @@ import time
 
 import click
 
+from ..help_sections import RichGroup
+
 from ..artifacts import ArtifactStore
 from ..errors import UserError
 from ..json_output import emit, json_option
 from ..options import default_cache, option
 
 
-@click.group()
+@click.group(cls=RichGroup)
 def cache():
     """Built artifacts (wheels), shared across sessions and backends."""
 

@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from ..help_sections import RichCommand
+
 from ..errors import UserError
 from ..history import History
 from ..json_output import emit, json_option
@@ -14,7 +16,7 @@ from ..releases import Catalog
 from ..releases import containing as releases_containing
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @click.option("--containing", default=None, metavar="SHA",
               help="List the releases whose PyTorch commit contains SHA (needs the PyTorch "
                    "repository: --torch-repo).")
@@ -60,7 +62,7 @@ def releases(containing, torch_repo, cache_dir, as_json):
     return 0
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @click.argument("release", required=False)
 @option("image", help="Read the facts live from this image (needs Docker).")
 @option("cache_dir")

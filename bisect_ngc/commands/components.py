@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from ..help_sections import RichCommand
+
 from ..components import Evidence
 from ..swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
@@ -26,7 +28,7 @@ def _image(catalog: Catalog, spec: str) -> str:
     return spec
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @option("from_", required=True, metavar="A",
         help="The image (or catalog release) with the old behaviour.")
 @option("to", required=True, metavar="B", help="The image (or release) with the new one.")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ..help_sections import RichCommand
+
 from ..json_output import emit, json_option
 from ..records import SessionStatus, tally
 from ..options import default_state, option
@@ -14,7 +16,7 @@ from ..store import StateLock, Store
 from ..tracker import plural
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @option("state")
 @option("session")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -37,7 +39,7 @@ def report(state, session, output):
     return 0
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @option("state")
 @option("session", help="Session id or prefix (default: all).")
 @json_option
@@ -71,7 +73,7 @@ def status(state, session, as_json):
     return 0
 
 
-@click.command()
+@click.command(cls=RichCommand)
 @option("state")
 @option("session")
 @json_option

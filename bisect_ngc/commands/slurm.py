@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from ..help_sections import RichGroup, epilog
+
 from ..json_output import emit, json_option
 from ..metric_options import metric_from
 from ..progress import say
@@ -13,12 +15,12 @@ from ..options import BISECTION, options, options_from
 from ..question import RELEASE_HELP, ask, command_line, run_settings
 
 
-@click.group()
+@click.group(cls=RichGroup)
 def slurm():
     """Run whole bisections on a Slurm cluster."""
 
 
-@slurm.command("submit", epilog=RELEASE_HELP)
+@slurm.command("submit", epilog=epilog(RELEASE_HELP))
 @options(*BISECTION, "submit")
 @json_option
 @click.pass_context
