@@ -6,6 +6,7 @@ that last stretch a commit whose diff to a built neighbour is Python-only is pro
 overlay of the neighbour's wheel (wheel_overlay.Overlays) instead of being built."""
 from __future__ import annotations
 
+import shlex
 import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -353,10 +354,12 @@ class Bisection:
                    if p.verdict is Verdict.SKIP}
         reason, count = _most_common(list(skipped.values()))
         first, last = found.skipped[0], found.skipped[-1]
+        probe = shlex.join((self.settings.probe_argv or ["bisect-ngc", "probe"]) +
+                           ["--commit", cands[first]])
         return (f"; untestable: {len(found.skipped)} of the commits {cands[first][:12]} "
                 f"(#{first}) .. {cands[last][:12]} (#{last}), most often because "
                 f"\"{reason}\" ({count} of {len(skipped)}); check the test at one of them with "
-                f"`bisect-ngc probe --commit {cands[first][:12]}`, or raise --max-skips")
+                f"`{probe}`, or raise --max-skips")
 
     def result(self, found: Result) -> SessionResult:
         cands = self.span.candidates

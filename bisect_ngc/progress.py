@@ -32,7 +32,8 @@ class PlainEvents(Tracker):
     def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
               tier: str = "build") -> None:
         super().round(number, indices, lo, hi, tier)
-        what = "building and testing" if tier == "build" else f"testing {tier}s of"
+        what = {"build": "building and testing",
+                "verify": "re-running, fresh, the answer's pair:"}.get(tier, f"testing {tier}s of")
         self._say(f"round {number}: {what} {len(indices)} commit(s); {self.left} commits left, "
                   f"~{self.steps_left()} round(s) to go, eta {fmt_seconds(self.eta())}")
 

@@ -231,3 +231,18 @@ def test_a_merge_named_as_the_answer_says_so_and_how_to_look_inside(tmp_path, ru
     assert told["merge"]["tip"] == side
     code, out, _ = run_cli([*told["merge"]["look_inside"][1:], "--quiet", "--json"])
     assert code == 0 and json.loads(out)["first_new"] == side
+
+
+def test_a_max_skips_stop_names_a_probe_that_runs_and_untested_commits_as_such(tmp_path,
+                                                                             run_cli):
+    make_repo(tmp_path / "r", 40, 25, set(range(5, 35)))
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~39",
+                            "--new", "main", "--build", BUILD, "--test", TEST, "--state",
+                            tmp_path / "st", "--max-skips", "2", "--quiet", "--json"])
+    told = json.loads(out)
+    assert code == 4 and "--max-skips" in told["explanation"]
+    probe = told["explanation"].split("`")[1]
+    assert "--test" in probe and "--build" in probe and probe.startswith("bisect-ngc probe")
+    report = Path(told["report"]).read_text()
+    assert "the first new-behaviour commit tested" not in report
+    assert "not tested (the search stopped before it)" in report
