@@ -40,12 +40,16 @@ class Environment:
             [(la.kind, la.what in ("build", "nightly", "overlay", "prebuilt")) for la in self.layers] == \
             [(la.kind, la.what in ("build", "nightly", "overlay", "prebuilt")) for la in other.layers]
 
-    def show(self) -> str:
+    def show(self, built: bool = True) -> str:
+        """In words; `built`: whether a build command made the commit's build (without
+        one, a probe tests the commit's worktree as it is)."""
         where = "on this host" if self.base == HOST else f"in `{self.base}`"
         if self.as_is:
             return f"the image `{self.base}` as it is" if self.base != HOST else \
                 "this host as it is"
         parts = [f"companion {la.source}" if la.what == "companion" else
+                 ("the commit's build" if built else "the commit's worktree (no build)")
+                 if la.what == "build" else
                  f"a {la.what} wheel" if la.kind == "wheel" else f"{la.kind} {la.what}"
                  for la in self.layers]
         return f"{', '.join(parts)} {where}"

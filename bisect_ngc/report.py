@@ -118,9 +118,10 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _environment(p: ProbeRecord) -> str:
+def _environment(p: ProbeRecord, built: bool) -> str:
     env = Environment.from_dict(p.details.get("environment"))
-    return env.show() if env else f"{p.details.get('tier', 'build')} (recorded before environments)"
+    return env.show(built) if env else \
+        f"{p.details.get('tier', 'build')} (recorded before environments)"
 
 
 def _wall(probes: list[ProbeRecord]) -> float:
@@ -206,7 +207,7 @@ def _commit_infos(store: Store, rec: Any, probes: list[ProbeRecord]
 
 
 def _evidence(first: dict[str, Any] | None, last: dict[str, Any] | None,
-              probes: list[ProbeRecord]) -> list[dict[str, Any]]:
+              probes: list[ProbeRecord], built: bool) -> list[dict[str, Any]]:
     """The answer's pair: each commit with its probe and the environment it ran in."""
     by_idx = {p.idx: p for p in probes}
     evidence = []
@@ -214,7 +215,7 @@ def _evidence(first: dict[str, Any] | None, last: dict[str, Any] | None,
         p = by_idx.get(info["index"]) if info else None
         if p is not None:
             evidence.append({"role": role, "commit": info, "probe": p, "details": p.details,
-                             "environment": _environment(p)})
+                             "environment": _environment(p, built)})
     return evidence
 
 
@@ -245,7 +246,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     commit = _commit_infos(store, rec, probes)
     first = commit(result.first_new) if result else None
     last = commit(result.last_old) if result else None
-    evidence = _evidence(first, last, probes)
+    evidence = _evidence(first, last, probes, bool(params.recipe.get("build")))
     overlaid = {e["commit"]["sha"] for e in evidence if e["details"].get("tier") == "overlay"}
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     status = result.status if result else rec.status.value

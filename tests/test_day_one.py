@@ -246,3 +246,13 @@ def test_a_max_skips_stop_names_a_probe_that_runs_and_untested_commits_as_such(t
     report = Path(told["report"]).read_text()
     assert "the first new-behaviour commit tested" not in report
     assert "not tested (the search stopped before it)" in report
+
+
+def test_a_probe_without_a_build_is_not_called_a_build(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 12, 6)
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11",
+                            "--new", "main", "--test", 'test "$(cat behaviour)" = old',
+                            "--state", tmp_path / "st", "--quiet", "--json"])
+    report = Path(json.loads(out)["report"]).read_text()
+    assert code == 0 and "the commit's worktree (no build) on this host" in report
+    assert "build wheel" not in report and "| test only |" in report

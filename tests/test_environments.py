@@ -18,7 +18,9 @@ def test_environments_pair_only_probes_that_differ_in_the_probed_commit():
     assert Environment.from_dict(nightly.as_dict()) == nightly
     assert IMAGE.show() == "the image `nvcr.io/nvidia/pytorch:24.10-py3` as it is"
     assert nightly.show() == "a nightly wheel in `nvcr.io/nvidia/pytorch:24.09-py3`"
-    assert of_probe("build", "", None).show() == "a build wheel on this host"
+    assert of_probe("build", "", None).show() == "the commit's build on this host"
+    assert of_probe("build", "", None).show(built=False) == \
+        "the commit's worktree (no build) on this host"
 
 
 def test_a_found_answer_never_rests_on_verdicts_of_two_environments():

@@ -323,4 +323,4 @@ def test_every_evidence_line_names_its_environment(tmp_path, run_cli):
     code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
     md = Path(json.loads(out)["report"]).read_text()
     evidence = md.split("## Evidence")[1].split("## Probes")[0]
-    assert evidence.count("- environment: a build wheel on this host") == 2
+    assert evidence.count("- environment: the commit's build on this host") == 2

@@ -85,7 +85,7 @@ def test_the_image_tier_picks_the_adjacent_releases_with_no_build(releases, tmp_
                for m in (tmp_path / "cache" / "artifacts").glob("*/base-marker")}
     assert markers == {"90.03"}
     evidence = Path(res["report"]).read_text().split("## Evidence")[1].split("## Probes")[0]
-    assert evidence.count("a build wheel in `nvcr.io/nvidia/pytorch:90.03-py3`") == 2
+    assert evidence.count("the commit's build in `nvcr.io/nvidia/pytorch:90.03-py3`") == 2
 
 
 def test_releases_that_behave_alike_stop_before_any_build(releases, tmp_path, run_cli):
