@@ -256,3 +256,19 @@ def test_a_probe_without_a_build_is_not_called_a_build(tmp_path, run_cli):
     report = Path(json.loads(out)["report"]).read_text()
     assert code == 0 and "the commit's worktree (no build) on this host" in report
     assert "build wheel" not in report and "| test only |" in report
+
+
+def test_a_huge_log_keeps_its_start_and_its_end(tmp_path, run_cli):
+    """Logs had no cap: 100 MB per run were kept. Past the cap the middle goes; the end,
+    with the errors and the test's JSON line, stays."""
+    make_repo(tmp_path / "r", 6, 3)
+    test = ('head -c 20000000 /dev/zero | tr "\\0" x; echo; echo \'{"said": "the end"}\'; '
+            'test "$(cat behaviour)" = old')
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~5",
+                            "--new", "main", "--test", test, "--state", tmp_path / "st",
+                            "--quiet", "--json", "--verify", "0"])
+    assert code == 0
+    logs = list((tmp_path / "st" / "logs").rglob("test-1.log"))
+    assert logs and all(p.stat().st_size <= 16 << 20 for p in logs)
+    text = logs[0].read_text()
+    assert "bytes of this log cut" in text and text.rstrip().endswith('{"said": "the end"}')

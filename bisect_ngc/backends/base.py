@@ -197,6 +197,32 @@ def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
             "BISECT_ARTIFACTS": str(req.artifacts_dir)}
 
 
+# A log past LOG_CAP keeps its first LOG_HEAD bytes and its end (where errors and the
+# test's JSON line are); the middle goes, with a line that says so.
+LOG_CAP, LOG_HEAD = 16 << 20, 1 << 20
+
+
+def cap_log(path: Path, cap: int = LOG_CAP, head: int = LOG_HEAD) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    if size <= cap:
+        return
+
+    def words(cut: int) -> bytes:
+        return f"\n[bisect-ngc: {cut} bytes of this log cut; its start and end are kept]\n" \
+            .encode()
+    tail = cap - head - len(words(size - cap)) - 1      # the count has one digit more at most
+    marker = words(size - head - tail)
+    with open(path, "r+b") as f:
+        f.seek(size - tail)
+        end = f.read()
+        f.seek(head)
+        f.write(marker + end)
+        f.truncate()
+
+
 def last_json_line(text: str) -> dict[str, Any]:
     """The repro protocol's last stdout line, if it is a JSON object."""
     for line in reversed(text.strip().splitlines()[-5:]):

@@ -32,8 +32,8 @@ from ..verdicts import BuildFact, RunFact
 from ..companion_builds import CompanionBuilds, torch_identity
 from .docker_engine import LABEL, DockerContainers, connect, ensure_image, short_error
 from .base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
-                   ProbeOutcome, ProbeRequest, ThreadedRounds, fetch_prebuilt, last_json_line,
-                   TestPlan, probe_env, run_tests, test_plan)
+                   ProbeOutcome, ProbeRequest, ThreadedRounds, cap_log, fetch_prebuilt,
+                   last_json_line, TestPlan, probe_env, run_tests, test_plan)
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
@@ -280,6 +280,7 @@ class DockerBackend(ThreadedRounds):
                 out.write(f"$ [{role} in {image}] {command}\n".encode())
                 for chunk in container.logs(stream=True, follow=True):
                     out.write(chunk)
+            cap_log(log)
             code = container.wait().get("StatusCode")
         except (DockerException, OSError) as exc:
             if self.cancelled.is_set():

@@ -21,8 +21,8 @@ from ..artifacts import ArtifactStore
 from ..history import Worktrees
 from ..verdicts import BuildFact, RunFact
 from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
-                   ThreadedRounds, fetch_prebuilt, last_json_line, probe_env, run_tests,
-                   test_plan)
+                   ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env,
+                   run_tests, test_plan)
 
 
 def _start_time(pid: int) -> str | None:
@@ -73,6 +73,7 @@ class ProcessRunner:
                 with self._lock:
                     self._procs.discard(proc)
                 entry.unlink(missing_ok=True)
+        cap_log(log)
         if self.cancelled.is_set():
             raise Cancelled()
         return proc.returncode, time.monotonic() - start, timed_out

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..records import SlurmJob
 from ..search import RepeatPolicy, Verdict
 from ..verdicts import BuildFact, RunFact, judge_probe
-from .base import ProbeOutcome, last_json_line
+from .base import ProbeOutcome, cap_log, last_json_line
 from .slurm_companions import failed
 
 
@@ -42,6 +42,7 @@ def read_result(rdir: Path, job: SlurmJob, policy: RepeatPolicy, *,
     facts = []
     for run, (code, ms) in enumerate(zip(data.get("codes", []), data.get("ms", [])), 1):
         logs[f"test-{run}"] = log = rdir / f"test-{n}-{run}.log"
+        cap_log(log)
         text = log.read_text(errors="replace") if log.exists() else ""
         timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
         facts.append(RunFact(code, ms / 1000, timed_out, test_limit, last_json_line(text)))
