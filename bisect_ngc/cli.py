@@ -6,7 +6,7 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -15,26 +15,24 @@ from . import json_output
 from .json_output import emit, json_option
 from . import __version__
 from .bisection_inputs import Settings
-from .records import tally, verification_cost
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
 from .commands.components import components
 from .metric_text import print_measurement
 from .help_sections import RichGroup, epilog, install as install_help_sections
-from .merges import merged_branch
+from .merges import branch_range
 from .metric_options import metric_from
 from .commands.catalog import releases, resolve
 from .commands.sessions import log, report, status
 from .commands.slurm import slurm
 from .progress import make_events, say
 from .options import BISECTION, options, options_from
-from .question import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, command_line,
-                       run_settings)
-from .report import write_report
+from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
+from .answers import descended, report_or_none, session_summary
 from .summary_text import print_dry_run, print_summary
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
-from .store import StateLock, Store
+from .store import StateLock
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
                "invalid-endpoints": EXIT_INVALID_ENDPOINTS,
@@ -84,11 +82,13 @@ Examples:
 @options(*BISECTION)
 @json_option
 @click.pass_context
-def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy, **params):
+def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, repeat_policy,
+           **params):
     metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
     opts = options_from(params)
     settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
     settings.max_skips = max_skips or None
+    events = lambda: make_events(jobs, quiet or as_json and not sys.stderr.isatty())  # noqa: E731
     with StateLock(opts.state):
         q = ask(opts, say)
         for note in opts.notes:
@@ -97,63 +97,36 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, repeat, repeat_policy,
             return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
                             as_json)
         q.backend.prepare()
-        bis = q.bisection(settings, make_events(jobs, quiet or as_json and not sys.stderr.isatty()),
-                          metric=metric)
-        try:
-            result = bis.run()
-        except KeyboardInterrupt:
-            sid = bis.session.id if bis.session else None
-            if sid:
-                _report(q.store, sid)
-            raise UserError(f"interrupted; session {sid} is kept in {opts.state}",
-                            hint="run the same command again to resume: " +
-                            shlex.join(["bisect-ngc", *_invocation["args"]]),
-                            code=EXIT_INTERRUPTED, session=sid) from None
-        written = _report(q.store, bis.session.id)
-        probes = q.store.probes(bis.session.id)
-        checks = verification_cost(q.store.checks(bis.session.id))
-        titles = _titles(q.store, result, probes)
-    first = titles.get(result.first_new or "")
-    summary = dict(asdict(result), **tally(probes), session=bis.session.id, verification=checks,
-                   first_new_title=first["title"] if first else None,
-                   first_new_pr=first["pr"] if first else None,
-                   merge=_merge(ctx, q.span.history, result.first_new),
-                   report=str(written.markdown) if written else None)
+        bis, result = _run(q, q.bisection(settings, events(), metric=metric))
+        summary, titles = session_summary(q, bis, result)
+        inside = branch_range(q.span.history, result.first_new) \
+            if result.status == "found" and not no_descend else None
+        if inside is not None:
+            say(f"the answer {result.first_new[:12]} is a merge: bisecting the branch it "
+                "merged (--no-descend stops at the merge)")
+            summary, titles = descended(summary, titles, q, *_run(
+                replace(q, span=inside), replace(q, span=inside).bisection(
+                    settings, events(), metric=metric)), ctx)
     if as_json:
         emit(summary)
     else:
         print_summary(summary, titles, settings.probe_argv)
-        if written:
-            click.echo(f"Report: {written.markdown}")
-    return STATUS_EXIT[result.status]
+        if summary["report"]:
+            click.echo(f"Report: {summary['report']}")
+    return STATUS_EXIT[summary["status"]]
 
 
-def _titles(store: Store, result, probes) -> dict[str, Any]:
-    """The answer's commits as the store knows them, with why a listed one was skipped."""
-    shown = [result.first_new, result.last_old, *result.candidates[:20]]
-    titles = {sha: dict(row) for sha, row in store.commits([s for s in shown if s]).items()}
-    for p in probes:
-        if p.commit in titles and p.verdict.value == "skip" and p.reason:
-            titles[p.commit]["why"] = p.reason
-    return titles
-
-
-def _merge(ctx, history, sha: str | None) -> dict[str, Any] | None:
-    branch = merged_branch(history, sha) if sha else None
-    if branch is None:
-        return None
-    argv = command_line(ctx, "bisect", ("old", "new"), redact=False)
-    return {"base": branch[0], "tip": branch[1],
-            "look_inside": argv + ["--old", branch[0], "--new", branch[1]]}
-
-
-def _report(store: Store, sid: str):
-    """Write the session's report; a report that fails must not lose the answer."""
+def _run(q, bis) -> tuple[Any, Any]:
     try:
-        return write_report(store, sid)
-    except Exception as exc:  # noqa: BLE001
-        say(f"could not write the report: {type(exc).__name__}: {exc}")
-        return None
+        return bis, bis.run()
+    except KeyboardInterrupt:
+        sid = bis.session.id if bis.session else None
+        if sid:
+            report_or_none(q.store, sid)
+        raise UserError(f"interrupted; session {sid} is kept in {q.opts.state}",
+                        hint="run the same command again to resume: " +
+                        shlex.join(["bisect-ngc", *_invocation["args"]]),
+                        code=EXIT_INTERRUPTED, session=sid) from None
 
 
 def _dry_run(bis, backend, as_json: bool) -> int:

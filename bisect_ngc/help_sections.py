@@ -27,8 +27,8 @@ class RichGroup(rich_click.RichGroup):
 _BY_NAME = {
     "What to bisect": ("repo", "old", "new", "test", "build", "commit", "timeout",
                        "build_timeout", "keep", "no_clean", "no_submodules", "retry_skips"),
-    "How rounds run": ("jobs", "repeat", "repeat_policy", "verify", "max_skips", "quiet",
-                       "dry_run", "as_json", "brief"),
+    "How rounds run": ("jobs", "repeat", "repeat_policy", "verify", "max_skips", "no_descend",
+                       "quiet", "dry_run", "as_json", "brief"),
     "Two NGC releases (release mode)": (
         "from_", "to", "torch_repo", "check_torch_commit", "component", "component_repo",
         "component_tag", "repro_args", "with_", "artifacts", "artifact_map",

@@ -1,7 +1,9 @@
-"""A merge named as the answer: the branch it brought in, where a bisection of that branch
-starts and ends, and the command that runs it (`--first-parent` stops at the merge)."""
+"""A merge named as the answer: the branch it brought in, and the range that a bisection
+inside it walks (`bisect` descends into it unless --no-descend, as cargo-bisect-rustc
+descends into a rollup)."""
 from __future__ import annotations
 
+from .bisection_inputs import Range
 from .history import History
 
 
@@ -16,3 +18,16 @@ def merged_branch(history: History, sha: str) -> tuple[str, str] | None:
         return None
     bases = history.repo.merge_base(parents[0], parents[1])
     return (bases[0].hexsha, parents[1].hexsha) if bases else None
+
+
+def branch_range(history: History, merge: str) -> Range | None:
+    """The range inside the merge `merge`: from the merge base to the tip it merged,
+    first-parent, as `git bisect` without --first-parent would walk it. None when
+    `merge` is not a merge."""
+    branch = merged_branch(history, merge)
+    if branch is None:
+        return None
+    base, tip = branch
+    return Range(history, base, tip, history.candidates(base, tip), history.identity(tip),
+                 {"old": f"{base[:12]} (merge base)",
+                  "new": f"{tip[:12]} (the branch merged by {merge[:12]})"})

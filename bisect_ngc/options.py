@@ -276,6 +276,10 @@ OPTIONS: tuple[Opt, ...] = (
        default=30, show_default=True),
     _o("bisect", "quiet", ("--quiet", "-q"), "No progress display.", replay=False,
        is_flag=True),
+    _o("bisect", "no_descend", "--no-descend",
+       "When the answer is a merge on the first-parent path, stop there instead of bisecting "
+       "the branch it merged (the commits from the merge base to its second parent).",
+       is_flag=True),
     _o("bisect", "dry_run", "--dry-run",
        "Print what the next round would run (with --backend slurm: its batch scripts) and "
        "stop; submits and builds nothing.", replay=False, is_flag=True),
@@ -297,7 +301,7 @@ BY_NAME = {o.name: o for o in OPTIONS}
 QUESTION = ("question", "run", "place", "slurm")      # what every question command takes
 # A bisect command line: plan, probe and slurm submit take all of it, so that changing the
 # verb is enough (what does not apply to a verb is accepted and has no effect there).
-BISECTION = (*QUESTION, "jobs", "max_skips", "metric", "quiet", "dry_run")
+BISECTION = (*QUESTION, "jobs", "max_skips", "metric", "quiet", "dry_run", "no_descend")
 
 
 def options(*groups_or_names: str, **override: dict[str, Any]):

@@ -40,10 +40,7 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
                 click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
                            f"{sha[:12]} {title}")
         if summary.get("merge"):
-            m = summary["merge"]
-            click.echo(f"It is a merge: the change came in with the branch it merged "
-                       f"({m['base'][:12]}..{m['tip'][:12]}). To look inside it:\n  " +
-                       shlex.join(m["look_inside"]))
+            _print_merge(summary["merge"])
         click.echo(tally_line)
         click.echo("Reproduce the verdicts:")
         for sha in (summary["first_new"], summary["last_old"]):
@@ -97,3 +94,15 @@ def print_dry_run(requests: list, scripts, as_json: bool, result: str | None = N
         for name, script in scripts:
             click.echo(f"\n# ---- {name} ----\n{script}")
     return 0
+
+
+def _print_merge(m: dict[str, Any]) -> None:
+    inside = m["inside"]
+    if inside["status"] == "found":
+        click.echo(f"It lies on the branch that the merge {m['commit'][:12]} brought into the "
+                   f"first-parent path ({m['base'][:12]}..{m['tip'][:12]}).")
+        return
+    click.echo(f"It is a merge. The branch it merged ({m['base'][:12]}..{m['tip'][:12]}), "
+               f"bisected on its own: {inside['status']}, {inside['explanation']}. "
+               "The change may need both sides of the merge. To look inside it again:\n  " +
+               shlex.join(m["look_inside"]))

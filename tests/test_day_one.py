@@ -205,9 +205,9 @@ def test_the_report_quotes_titles_and_scripts_as_they_are(tmp_path, run_cli):
     assert f"echo run >> {log};" in out          # the test, runnable as printed
 
 
-def test_a_merge_named_as_the_answer_says_so_and_how_to_look_inside(tmp_path, run_cli):
-    r = tmp_path / "r"
-
+def _merged_repo(r) -> tuple[str, str, str]:
+    """main: a, b, c, main work (old), a merge of a side branch (from b) whose second commit
+    makes the change, then one more commit. Returns (the side's first commit, the change, the merge)."""
     def git(*args):
         return subprocess.run(["git", "-c", "user.name=D", "-c", "user.email=d@x", *args],
                               cwd=r, check=True, capture_output=True, text=True).stdout.strip()
@@ -216,21 +216,49 @@ def test_a_merge_named_as_the_answer_says_so_and_how_to_look_inside(tmp_path, ru
     (r / "unrelated").write_text("x\n")
     git("add", "unrelated")
     git("commit", "-q", "-m", "side work")
+    first = git("rev-parse", "HEAD")
     (r / "behaviour").write_text("new\n")
     git("commit", "-q", "-am", "side: the change")
     side = git("rev-parse", "HEAD")
     git("checkout", "-q", "main")
+    (r / "main.txt").write_text("x\n")
+    git("add", "main.txt")
+    git("commit", "-q", "-m", "main work")
     git("merge", "-q", "--no-ff", "-m", "Merge pull request #7 from x/side", "side")
     merge = git("rev-parse", "HEAD")
     git("commit", "-q", "--allow-empty", "-m", "after")
-    test = 'test "$(cat behaviour)" = old'
-    code, out, _ = run_cli(["bisect", "--repo", r, "--old", "main~3", "--new", "main",
-                            "--test", test, "--state", tmp_path / "st", "--quiet", "--json"])
+    return first, side, merge
+
+
+def test_a_merge_on_the_path_is_descended_into_as_git_bisect_would(tmp_path, run_cli):
+    """The first-parent answer is a merge: the branch it merged is bisected with the same
+    machinery, and the answer is the branch's commit (git bisect without --first-parent
+    finds the same). --no-descend stops at the merge, saying how to look inside."""
+    _, side, merge = _merged_repo(tmp_path / "r")
+    line = ["bisect", "--repo", tmp_path / "r", "--old", "main~3", "--new", "main",
+            "--test", 'test "$(cat behaviour)" = old', "--state", tmp_path / "st", "--json"]
+    code, out, err = run_cli(line)
+    told = json.loads(out)
+    assert code == 0 and told["first_new"] == side, told
+    assert told["merge"]["commit"] == merge and "a merge: bisecting the branch" in err
+    code, out, _ = run_cli([*line, "--no-descend", "--quiet"])
     told = json.loads(out)
     assert code == 0 and told["first_new"] == merge and told["first_new_pr"] == 7
-    assert told["merge"]["tip"] == side
-    code, out, _ = run_cli([*told["merge"]["look_inside"][1:], "--quiet", "--json"])
-    assert code == 0 and json.loads(out)["first_new"] == side
+    assert told["merge"] is None
+    code, out, _ = run_cli([*line[:-1], "--no-descend", "--quiet"])
+    assert "It is a merge" not in out and merge in out
+
+
+def test_a_merge_whose_branch_alone_behaves_old_keeps_the_merge_as_the_answer(tmp_path,
+                                                                             run_cli):
+    """The change needs both sides: the branch's tip alone behaves the old way. The merge
+    stays the answer, with what the branch showed and the command to look again."""
+    first, side, merge = _merged_repo(tmp_path / "r")
+    test = 'test "$(cat behaviour)" = old || ! test -e main.txt'     # needs main's side too
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~3", "--new",
+                            "main", "--test", test, "--state", tmp_path / "st", "--quiet"])
+    assert code == 0 and merge in out and "It is a merge" in out
+    assert "invalid-endpoints" in out and "--old " in out
 
 
 def test_a_max_skips_stop_names_a_probe_that_runs_and_untested_commits_as_such(tmp_path,
