@@ -58,3 +58,16 @@ def test_plan_brief(tmp_path, run_cli, snapshot):
                             "--new", "main", "--build", BUILD, "--test", TEST, "--brief",
                             "--state", tmp_path / "st", "--jobs", "3"])
     assert code == 0 and out.replace(str(tmp_path), "<tmp>") == snapshot
+
+
+def test_report_of_a_fixed_session(tmp_path, run_cli, snapshot):
+    """The report of one generated session, with its timings and dates masked."""
+    import re
+    make_repo(tmp_path / "r", 40, 23, {11, 12})
+    code, _, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~39", "--new",
+                          "main", "--build", BUILD, "--test", TEST, "--state",
+                          tmp_path / "st", "--quiet"])
+    code, out, _ = run_cli(["report", "--state", tmp_path / "st", "-o", "-"])
+    masked = re.sub(r"\d+(\.\d+)? (ms|s)\b|\d{4}-\d\d-\d\d[ T][\d:]+(\+00:00)?|"
+                    r"\| \d+\.\d \|", "<t>", out.replace(str(tmp_path), "<tmp>"))
+    assert code == 0 and masked == snapshot
