@@ -36,8 +36,8 @@ def descended(outer: dict[str, Any], titles: dict[str, Any], q, bis, result, ctx
     merge = {"commit": outer["first_new"], "base": span.old, "tip": span.new,
              "session": outer["session"], "inside": {k: inner[k] for k in (
                  "status", "explanation", "session", "first_new", "report")},
-             "look_inside": command_line(ctx, "bisect", ("old", "new"), redact=False) +
-             ["--old", span.old, "--new", span.new]}
+             "look_inside": None if q.opts.release_mode else  # --from/--to name releases
+             command_line(ctx, "bisect", ("old", "new")) + ["--old", span.old, "--new", span.new]}
     if inner["status"] != "found":
         return dict(outer, merge=merge), titles
     return dict(inner, merge=merge, explanation=(

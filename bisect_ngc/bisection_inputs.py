@@ -26,9 +26,11 @@ def stop_if_needed(req: ProbeRequest, outcome: ProbeOutcome) -> None:
     if outcome.transient:
         raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
     if outcome.crashed is not None:
+        how = f"was killed by signal {-outcome.crashed}" if outcome.crashed < 0 else \
+            f"exited {outcome.crashed}"
         raise UserError(
-            f"the test exited {outcome.crashed} at {req.commit[:12]}: an exit code of 128 or "
-            "above stops the bisection, as in `git bisect run` (a crash is no verdict)",
+            f"the test {how} at {req.commit[:12]}: an exit code of 128 or above, or a "
+            "signal, stops the bisection, as in `git bisect run` (a crash is no verdict)",
             hint=f"see the log in {req.log_dir}; fix the test, or make it exit 125 to skip "
                  "such a commit or 1 to count it as the new behaviour; then run the same "
                  "command again to resume")

@@ -20,6 +20,7 @@ from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_
 from .commands.cache import cache
 from .commands.components import components
 from .metric_text import print_measurement
+from .git_mirrors import redact_url
 from .help_sections import RichGroup, epilog, install as install_help_sections
 from .merges import branch_range
 from .metric_options import metric_from
@@ -125,7 +126,7 @@ def _run(q, bis) -> tuple[Any, Any]:
             report_or_none(q.store, sid)
         raise UserError(f"interrupted; session {sid} is kept in {q.opts.state}",
                         hint="run the same command again to resume: " +
-                        shlex.join(["bisect-ngc", *_invocation["args"]]),
+                        shlex.join(["bisect-ngc", *map(redact_url, _invocation["args"])]),
                         code=EXIT_INTERRUPTED, session=sid) from None
 
 
@@ -133,7 +134,8 @@ def _dry_run(bis, backend, as_json: bool) -> int:
     step = bis.peek()
     if not isinstance(step, list):
         return print_dry_run([], [], as_json, result=step.status.value)
-    return print_dry_run(step, getattr(backend, "dry_run", lambda reqs: [])(step), as_json)
+    first = step[:bis.settings.jobs]        # what is submitted first: --jobs at a time
+    return print_dry_run(step, getattr(backend, "dry_run", lambda reqs: [])(first), as_json)
 
 
 @cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))

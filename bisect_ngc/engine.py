@@ -10,7 +10,7 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source
+from .backends.base import Backend, ProbeOutcome, ProbeRequest, Source, in_batches
 from .environments import Environment, paired
 from .recipes import Recipe
 from .bisection_inputs import Events, Range, Settings, Tier, stop_if_needed
@@ -276,8 +276,7 @@ class Bisection:
             requests.append(self.request(sid, i, len(requests) % self.settings.jobs, source))
         if not requests:
             return
-        started = time.time()
-        for req, outcome in self.run_requests(requests):
+        for req, outcome, started in self.run_requests(requests):
             stop_if_needed(req, outcome)
             rec = self._record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
@@ -288,11 +287,8 @@ class Bisection:
             self.events.probe(rec)
 
     def run_requests(self, requests: list[ProbeRequest]
-                     ) -> Iterator[tuple[ProbeRequest, ProbeOutcome]]:
-        """At most --jobs probes at a time, the endpoints' first round included."""
-        jobs = self.settings.jobs
-        for start in range(0, len(requests), jobs):
-            yield from self.backend.run_round(requests[start:start + jobs], self.events.phase)
+                     ) -> Iterator[tuple[ProbeRequest, ProbeOutcome, float]]:
+        return in_batches(self.backend, requests, self.settings.jobs, self.events.phase)
 
     def request(self, sid: str, index: int, slot: int,
                 source: Source | None = None) -> ProbeRequest:
@@ -370,7 +366,7 @@ class Bisection:
             seen = []
             for side, i in (("old", 0), ("new", len(cands) - 1)):
                 p = by_idx.get(i)
-                if p and p.verdict is Verdict.SKIP:
+                if p and (p.verdict is Verdict.SKIP or p.exit_code == 127):
                     reasons[side] = p.reason
                 if p and p.details.get("source"):
                     seen.append(f"{p.details['source']}: {p.verdict.value}")

@@ -8,9 +8,16 @@ import rich_click
 from .options import OPTIONS
 
 
+HELP_NAMES = {"help_option_names": ["-h", "--help"]}
+
+
 class RichCommand(rich_click.RichCommand):
     """A command whose epilog keeps its lines (rich-click rewraps a string); rich itself
-    is loaded only when help is shown."""
+    is loaded only when help is shown. -h is --help however the command is reached."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["context_settings"] = {**HELP_NAMES, **(kwargs.get("context_settings") or {})}
+        super().__init__(*args, **kwargs)
 
     def format_epilog(self, ctx, formatter) -> None:
         if isinstance(self.epilog, str):
@@ -21,6 +28,10 @@ class RichCommand(rich_click.RichCommand):
 
 class RichGroup(rich_click.RichGroup):
     command_class = RichCommand
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["context_settings"] = {**HELP_NAMES, **(kwargs.get("context_settings") or {})}
+        super().__init__(*args, **kwargs)
 
 # Sections of a question command, in order; an option not named here falls under its
 # table group's section, and the rest under "Options".

@@ -131,7 +131,7 @@ OPTIONS: tuple[Opt, ...] = (
        is_flag=True),
     _o("question", "retry_skips", "--retry-skips",
        "Probe again the commits whose cached verdict is a skip (e.g. after fixing the "
-       "build); passes and failures stay cached.", replay=False, is_flag=True),
+       "build); passes and failures stay cached.", is_flag=True),
     _o("question", "no_clean", "--no-clean",
        "Local backend: keep every untracked file between probes; the default is "
        "`git clean -ffdx` except the --keep paths.", is_flag=True),

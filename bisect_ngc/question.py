@@ -27,7 +27,7 @@ from .git_mirrors import redact_url
 from .history import History
 from .measured import MeasuredBisection, Metric
 from .overlay import OverlayRule
-from .question_recipe import check_test_files, component, make_recipe
+from .question_recipe import component, make_recipe, test_file_notes
 from .recipes import Recipe, test_identity
 from .components import Evidence, dist_unit
 from .swap_probes import ImageSwaps
@@ -57,7 +57,7 @@ Exit codes:
 VERDICT_HELP = """\b
 The test command follows `git bisect run`:
   exit 0 = pass, 125 = cannot test (skip), 1-127 = fail;
-  128 and above (a crash) stops the bisection, as git does;
+  128 and above or a signal (a crash) stops the bisection, as git does;
   past --timeout = skip. A failed build is a skip too.
 It runs in a fresh worktree of each commit (a file git does not track is
 not there: name it by its absolute path), with BISECT_COMMIT,
@@ -302,7 +302,8 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
         if not partial:
             raise
         return Question(opts, store, catalog, old, new, None, recipe, None, exc, say)
-    check_test_files(recipe.test_as_is, span.history)
+    for note in test_file_notes(recipe.test_as_is, span.history):
+        say(note)
     setup = backend_setup(opts, span, recipe, store, say)
     backend = backends.create(opts.backend_name, setup)
     return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,

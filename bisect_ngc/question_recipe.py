@@ -99,25 +99,35 @@ def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
     return list(lines)
 
 
-def check_test_files(test: str | None, history: History) -> None:
-    """A test that runs a file of the user's checkout (`./mytest.sh`, `bash t.sh`) which
-    git does not track: each commit is tested in a fresh worktree, where it is missing
-    (`git bisect run` runs it from the checkout instead). Say so before anything runs."""
+def test_file_notes(test: str | None, history: History) -> list[str]:
+    """Warnings for a test that runs a file of the user's checkout (`./mytest.sh`, `bash
+    t.sh`) which git does not track: each commit is tested in a fresh worktree, at its
+    top, where such a file exists only if the build makes it (`git bisect run` runs it
+    from the checkout instead). A warning, not a refusal: a build may make the file."""
     top = history.repo.working_tree_dir
     if not test or history.owned or not top:
-        return
+        return []
+    root, notes = Path(top).resolve(), []
     for word, is_command in run_words(test):
         if word.startswith(("/", "~", "$")) or (is_command and "/" not in word):
             continue
-        on_disk = [p for p in (Path.cwd() / word, Path(top) / word) if p.is_file()]
-        if not on_disk:
+        here = Path.cwd().resolve()
+        if here != root and here.is_relative_to(root) and (here / word).is_file():
+            notes.append(f"warning: the test runs {word}, which is in {here.relative_to(root)}/"
+                         f"; each commit is tested at the top of a fresh worktree, not in "
+                         f"that directory: give the path from the top, or an absolute one")
             continue
-        path = on_disk[0].resolve()
-        if path.is_relative_to(Path(top).resolve()) and \
-                history.repo.git.ls_files("--", str(path.relative_to(Path(top).resolve()))):
-            continue
-        raise UserError(
-            f"the test runs {word}, which git does not track: each commit is tested in a "
-            "fresh worktree of it, where that file is missing",
-            hint=f"give its absolute path, --test {shlex.quote(test.replace(word, str(path), 1))}"
-                 ", or commit it")
+        path = root / word
+        if path.is_file() and not history.repo.git.ls_files("--", word) and \
+                not _in_submodule(history, path.relative_to(root)):
+            notes.append(f"warning: the test runs {word}, which git does not track; each "
+                         f"commit is tested in a fresh worktree, where it exists only if "
+                         f"the build makes it; a script of yours: give its absolute path, "
+                         f"{path}")
+    return notes
+
+
+def _in_submodule(history: History, path: Path) -> bool:
+    """Whether a path lies in one of the checkout's submodules (a gitlink, mode 160000)."""
+    return any(history.repo.git.ls_files("-s", "--", str(parent)).startswith("160000")
+               for parent in list(path.parents)[:-1])

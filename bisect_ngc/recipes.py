@@ -126,20 +126,20 @@ def run_words(test: str) -> list[tuple[str, bool]]:
         words = list(lexer)
     except ValueError:
         words = test.split()
-    found, runs_next, command = [], True, True
+    found, runs_next, command, runner = [], True, True, False
     for word in words:
         if word in _SEPARATORS or set(word) <= set(";&|()"):
-            runs_next = command = True
+            runs_next, command, runner = True, True, False
             continue
         if set(word) <= set("<>&|") or (runs_next and "=" in word and
                                         not word.startswith(("/", "~", "$"))):
             continue                       # a redirection, or VAR=value before a command
-        if word.startswith("-") or (runs_next and word.replace(".", "").isdigit()):
-            runs_next = True               # an option, or timeout's seconds: what follows runs
+        if runner and (word.startswith("-") or word.replace(".", "").isdigit()):
+            runs_next = True               # a runner's option, or timeout's seconds
         elif runs_next:
             found.append((word, command))
-            runs_next = os.path.basename(word) in _RUNNERS
-            command = os.path.basename(word) in _WRAPPERS
+            runner = os.path.basename(word) in _RUNNERS
+            runs_next, command = runner, os.path.basename(word) in _WRAPPERS
     return found
 
 

@@ -5,7 +5,6 @@ into it, and never a verdict for the search; each probe is kept in the session, 
 engine's Bisection (not imported: the engine imports this)."""
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -42,8 +41,7 @@ def _probe_again(bis: Any, sid: str, rnd: int, step: list[tuple[int, str, int]])
         name = f"verify-{tier}-{attempt}"
         requests.append(replace(req, log_dir=req.log_dir / name, run_key=name))
     asked = {r.run_key: (tier, a) for r, (_, tier, a) in zip(requests, step)}
-    started = time.time()
-    for req, outcome in bis.run_requests(requests):
+    for req, outcome, started in bis.run_requests(requests):
         stop_if_needed(req, outcome)
         rec = bis._record(rnd, req, outcome, started)
         rec.details["verify_tier"], rec.details["verify"] = asked[req.run_key]

@@ -323,14 +323,19 @@ class StateLock:
     def __enter__(self) -> "StateLock":
         ensure_state_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise UserError(f"state directory {self.path.parent} is in use by pid {holder}",
-                            hint="wait for that bisect to finish, or pass a different --state") \
-                from None
+        for attempt in range(20):       # `status` looks at the lock for an instant (held)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                if holder or attempt == 19:
+                    os.close(fd)
+                    raise UserError(f"state directory {self.path.parent} is in use by pid "
+                                    f"{holder or 'another process'}",
+                                    hint="wait for that bisect to finish, or pass a different "
+                                         "--state") from None
+                time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self.fd = fd

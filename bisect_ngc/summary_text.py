@@ -56,7 +56,7 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
     else:
         click.echo(f"Invalid endpoints: {summary['explanation']}.")
         for side, why in summary["endpoint_reasons"].items():
-            click.echo(f"  {side} endpoint skipped: {why}")
+            click.echo(f"  {side} endpoint: {why}")
         click.echo(tally_line)
 
 
@@ -104,5 +104,6 @@ def _print_merge(m: dict[str, Any]) -> None:
         return
     click.echo(f"It is a merge. The branch it merged ({m['base'][:12]}..{m['tip'][:12]}), "
                f"bisected on its own: {inside['status']}, {inside['explanation']}. "
-               "The change may need both sides of the merge. To look inside it again:\n  " +
-               shlex.join(m["look_inside"]))
+               "The change may need both sides of the merge." +
+               ("  To look inside it again:\n  " + shlex.join(m["look_inside"])
+                if m["look_inside"] else ""))

@@ -64,7 +64,9 @@ def judge_exit(code: int | None) -> tuple[Verdict, str, bool]:
     if code == 125:
         return Verdict.SKIP, "test exited 125 (cannot test)", True
     if code == 127:
-        return Verdict.FAIL, "test exited 127 (command not found)", True
+        return Verdict.FAIL, ("test exited 127 (command not found; it runs in a fresh "
+                              "worktree of the commit, where files git does not track are "
+                              "missing)"), True
     if 1 <= code <= 127:
         return Verdict.FAIL, "", True
     if code < 0:
@@ -135,7 +137,7 @@ def judge_probe(build: BuildFact | None, runs: Sequence[RunFact], policy: Repeat
         reason = next((why for v, why, _ in judged if v is verdict and why), "")
     deciding = next((r for r, (v, _, _) in zip(runs, judged) if v is verdict), runs[-1])
     crashed = next((r.exit_code for r in runs if not r.timed_out and r.exit_code is not None
-                    and r.exit_code >= 128), None)
+                    and (r.exit_code >= 128 or r.exit_code < 0)), None)
     return ProbeOutcome(verdict, reason, exit_code=deciding.exit_code, build_s=build_s,
                         test_s=sum(r.seconds for r in runs), runs=verdicts,
                         details=dict(deciding.details), cacheable=cacheable, crashed=crashed)

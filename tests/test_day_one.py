@@ -65,7 +65,7 @@ def test_a_test_that_crashes_mid_range_stops_as_git_bisect_run_does(tmp_path, ru
     code, out, err = run_cli(_bisect(tmp_path / "r", tmp_path / "st", test))
     told = _one_json_value(out)
     assert code == 2 and told["status"] == "error" and "exited 200" in told["message"]
-    assert "128 or above stops the bisection" in err and "run the same command" in err
+    assert "128 or above, or a signal, stops the bisection" in err and "run the same command" in err
     flag.unlink()
     code, out, _ = run_cli(_bisect(tmp_path / "r", tmp_path / "st", test))
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
@@ -75,17 +75,35 @@ def test_an_untracked_test_script_is_named_before_anything_runs(tmp_path, run_cl
                                                                  monkeypatch):
     """`git bisect run ./mytest.sh` runs the file in the checkout; here each commit is
     tested in a fresh worktree, where an untracked file is missing. Both endpoints used
-    to fail with exit 127 and the answer blamed the test."""
+    to fail with exit 127 and nothing said why. Now a warning says so first (a build may
+    make the file, so it is no refusal), and the answer names the fresh worktree."""
     shas = make_repo(tmp_path / "r", 20, 13)
     script = tmp_path / "r" / "mytest.sh"
     script.write_text('#!/bin/sh\ntest "$(cat behaviour)" = old\n')
     script.chmod(0o755)
     monkeypatch.chdir(tmp_path / "r")
     code, out, err = run_cli(_bisect(".", tmp_path / "st", "./mytest.sh"))
-    assert code == 2 and "./mytest.sh, which git does not track" in err
-    assert f"--test {script}" in err                  # the hint is a command that works
+    assert code == 3 and "./mytest.sh, which git does not track" in err and str(script) in err
+    assert "fresh worktree" in json.loads(out)["endpoint_reasons"]["old"]
     code, out, _ = run_cli(_bisect(".", tmp_path / "st", str(script)))
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
+
+
+@pytest.mark.parametrize("test", [
+    "rm -f result.txt; cp behaviour result.txt; grep -q old result.txt",
+    "./check",                                   # made by the build in every worktree
+])
+def test_files_a_test_only_reads_or_its_build_makes_draw_no_warning_or_refusal(
+        tmp_path, run_cli, monkeypatch, test):
+    shas = make_repo(tmp_path / "r", 20, 13)
+    (tmp_path / "r" / "result.txt").write_text("left over\n")
+    (tmp_path / "r" / "check").write_text("#!/bin/sh\nexit 1\n")   # built here once, untracked
+    build = 'printf \'#!/bin/sh\\ntest "$(cat behaviour)" = old\\n\' > check; chmod +x check'
+    monkeypatch.chdir(tmp_path / "r")
+    code, out, err = run_cli(_bisect(".", tmp_path / "st", test, "--build", build))
+    assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
+    assert ("warning" in err) == (test == "./check")        # said, never refused
+    assert (tmp_path / "r" / "result.txt").read_text() == "left over\n"
 
 
 def test_a_directory_inside_the_checkout_names_the_checkout(tmp_path, run_cli, monkeypatch):
@@ -300,3 +318,40 @@ def test_a_huge_log_keeps_its_start_and_its_end(tmp_path, run_cli):
     assert logs and all(p.stat().st_size <= 16 << 20 for p in logs)
     text = logs[0].read_text()
     assert "bytes of this log cut" in text and text.rstrip().endswith('{"said": "the end"}')
+
+
+def test_a_script_beside_a_subdirectory_cwd_is_warned_about(tmp_path, run_cli, monkeypatch):
+    """From repo/sub, `--test ./t.sh` names sub/t.sh, but the test runs at the top of
+    each worktree (git bisect run would run it in sub/)."""
+    import subprocess as sp
+    make_repo(tmp_path / "r", 20, 13)
+    (tmp_path / "r" / "sub").mkdir()
+    (tmp_path / "r" / "sub" / "t.sh").write_text("#!/bin/sh\nexit 0\n")
+    sp.run(["git", "-C", str(tmp_path / "r"), "add", "sub/t.sh"], check=True)
+    monkeypatch.chdir(tmp_path / "r" / "sub")
+    code, _, err = run_cli(_bisect(".", tmp_path / "st", "./t.sh", "--dry-run"))
+    assert code == 0 and "which is in sub/" in err
+
+
+def test_a_test_killed_by_a_signal_stops_the_bisection_too(tmp_path, run_cli):
+    """A test that kills itself (the shell execs it) returns -11, not 139: no verdict."""
+    make_repo(tmp_path / "r", 20, 13)
+    test = ('v=$(cat version.txt); if [ $v -ge 7 ] && [ $v -le 12 ]; then exec python3 -c '
+            '"import os; os.kill(os.getpid(), 11)"; fi; test "$(cat behaviour)" = old')
+    code, out, err = run_cli(_bisect(tmp_path / "r", tmp_path / "st", test))
+    assert code == 2 and "killed by signal 11" in _one_json_value(out)["message"]
+
+
+@pytest.mark.parametrize("code,crashed", [(124, None), (137, None), (139, 139)])
+def test_a_slurm_test_killed_after_its_timeout_is_a_timeout_not_a_crash(tmp_path, code,
+                                                                        crashed):
+    """`timeout -k` exits 137 when the test outlived its TERM: --timeout's skip, never a
+    crash that stops the bisection; 139 (a segfault) is a crash."""
+    from bisect_ngc.backends.slurm_results import read_result
+    from bisect_ngc.records import SlurmJob
+    from bisect_ngc.search import RepeatPolicy
+    (tmp_path / "result-0.json").write_text(json.dumps(
+        {"codes": [code], "ms": [1000], "node": "n1", "timeout_code": 124}))
+    out = read_result(tmp_path, SlurmJob("k", "r", 0), RepeatPolicy.ANY, build_limit=None,
+                      test_limit=60.0)
+    assert out.crashed == crashed and out.verdict.value == "skip"

@@ -223,6 +223,16 @@ def cap_log(path: Path, cap: int = LOG_CAP, head: int = LOG_HEAD) -> None:
         f.truncate()
 
 
+def in_batches(backend: "Backend", requests: Sequence[ProbeRequest], jobs: int,
+               on_phase: PhaseCallback) -> Iterator[tuple[ProbeRequest, ProbeOutcome, float]]:
+    """At most `jobs` probes at a time (--jobs), each outcome with the time its batch
+    started: a round's first batch, the endpoints, included."""
+    for start in range(0, len(requests), jobs):
+        began = time.time()
+        for req, outcome in backend.run_round(requests[start:start + jobs], on_phase):
+            yield req, outcome, began
+
+
 def last_json_line(text: str) -> dict[str, Any]:
     """The repro protocol's last stdout line, if it is a JSON object."""
     for line in reversed(text.strip().splitlines()[-5:]):

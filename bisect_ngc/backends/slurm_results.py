@@ -44,7 +44,9 @@ def read_result(rdir: Path, job: SlurmJob, policy: RepeatPolicy, *,
         logs[f"test-{run}"] = log = rdir / f"test-{n}-{run}.log"
         cap_log(log)
         text = log.read_text(errors="replace") if log.exists() else ""
-        timed_out = data.get("timeout_code") is not None and code == data["timeout_code"]
+        # timeout(1) exits 124, or 128 + 9 when the test outlived its TERM (`-k`)
+        timed_out = data.get("timeout_code") is not None and code in (data["timeout_code"],
+                                                                      128 + 9)
         facts.append(RunFact(code, ms / 1000, timed_out, test_limit, last_json_line(text)))
     outcome = judge_probe(build, facts, policy, job.expect or None)
     outcome.logs = logs
