@@ -40,9 +40,10 @@ def descended(outer: dict[str, Any], titles: dict[str, Any], q, bis, result, ctx
              command_line(ctx, "bisect", ("old", "new")) + ["--old", span.old, "--new", span.new]}
     if inner["status"] != "found":
         return dict(outer, merge=merge), titles
-    return dict(inner, merge=merge, explanation=(
-        f"{inner['explanation']}; on the branch merged by {outer['first_new'][:12]}, the "
-        "first-parent answer")), inner_titles
+    where = (f"on the branch merged by {outer['first_new'][:12]}, the first-parent answer "
+             f"({outer['probes']} probe(s) in session {outer['session']})")
+    return dict(inner, merge=merge, explanation="; ".join(
+        part for part in (inner["explanation"], where) if part)), inner_titles
 
 
 def _titles(store: Store, result, probes) -> dict[str, Any]:

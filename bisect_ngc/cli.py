@@ -14,7 +14,7 @@ import click
 from . import json_output
 from .json_output import emit, json_option
 from . import __version__
-from .bisection_inputs import Settings
+from .bisection_inputs import Settings, stop_if_needed
 from .errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                      EXIT_NOT_IN_COMMITS, UserError)
 from .commands.cache import cache
@@ -33,6 +33,7 @@ from .question import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_sett
 from .answers import descended, report_or_none, session_summary
 from .summary_text import print_dry_run, print_summary
 from .search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
+from .records import SessionStatus
 from .store import StateLock
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
@@ -105,9 +106,13 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
         if inside is not None:
             say(f"the answer {result.first_new[:12]} is a merge: bisecting the branch it "
                 "merged (--no-descend stops at the merge)")
-            summary, titles = descended(summary, titles, q, *_run(
-                replace(q, span=inside), replace(q, span=inside).bisection(
-                    settings, events(), metric=metric)), ctx)
+            inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
+            try:
+                summary, titles = descended(summary, titles, q, *_run(
+                    inner, inner.bisection(settings, events(), metric=metric)), ctx)
+            except BaseException:       # the same command resumes the outer session, then this
+                q.store.set_status(bis.session.id, SessionStatus.INTERRUPTED)
+                raise
     if as_json:
         emit(summary)
     else:
@@ -285,6 +290,7 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
     if metric is not None:
         return print_measurement(first.commit, metric.name, outcomes, as_json)
     outcome, = outcomes
+    stop_if_needed(first, outcome)      # a crash is no verdict here either: exit 2
     code = {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
     if as_json:
         emit({"commit": first.commit, "verdict": outcome.verdict.value, "exit_code": code,

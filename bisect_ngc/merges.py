@@ -9,15 +9,17 @@ from .history import History
 
 def merged_branch(history: History, sha: str) -> tuple[str, str] | None:
     """(merge base, tip) of the branch that the merge `sha` brought in, or None when `sha`
-    is not a merge. The base is an ancestor of the merge's first parent, which behaved
+    is not a merge of two parents, or brought in no commit of its own. The base is an ancestor of the merge's first parent, which behaved
     the old way; the tip may not behave the new way on its own (the change can come
     from the two sides together): a bisection of the branch then says its endpoints
     behave the same."""
     parents = history.repo.commit(sha).parents
-    if len(parents) < 2:
+    if len(parents) != 2:           # not a merge, or an octopus: no one branch to walk
         return None
     bases = history.repo.merge_base(parents[0], parents[1])
-    return (bases[0].hexsha, parents[1].hexsha) if bases else None
+    if not bases or bases[0].hexsha == parents[1].hexsha:
+        return None                 # the branch was in already (`-s ours`, merged twice)
+    return bases[0].hexsha, parents[1].hexsha
 
 
 def branch_range(history: History, merge: str) -> Range | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import git
+
 from . import component_mode
 from .companion_sources import CompanionSources
 from .companions import Companion, parse as parse_companion
@@ -107,19 +109,19 @@ def test_file_notes(test: str | None, history: History) -> list[str]:
     top = history.repo.working_tree_dir
     if not test or history.owned or not top:
         return []
-    root, notes = Path(top).resolve(), []
+    root, here, notes = Path(top).resolve(), Path.cwd().resolve(), []
+    start = "" if here == root else f"{here.relative_to(root)}/" \
+        if here.is_relative_to(root) else None           # None: started outside the checkout
     for word, is_command in run_words(test):
         if word.startswith(("/", "~", "$")) or (is_command and "/" not in word):
             continue
-        here = Path.cwd().resolve()
-        if here != root and here.is_relative_to(root) and (here / word).is_file():
-            notes.append(f"warning: the test runs {word}, which is in {here.relative_to(root)}/"
-                         f"; each commit is tested at the top of a fresh worktree, not in "
-                         f"that directory: give the path from the top, or an absolute one")
-            continue
-        path = root / word
-        if path.is_file() and not history.repo.git.ls_files("--", word) and \
-                not _in_submodule(history, path.relative_to(root)):
+        path = (root / word).resolve()
+        if start != "" and (here / word).is_file() and not path.is_file():
+            where = f"in {start}" if start else "where you started, outside the checkout"
+            notes.append(f"warning: the test runs {word}, which is {where}; each commit is "
+                         f"tested at the top of a fresh worktree: give its absolute path, "
+                         f"{(here / word).resolve()}")
+        elif path.is_file() and path.is_relative_to(root) and not _tracked(history, path, root):
             notes.append(f"warning: the test runs {word}, which git does not track; each "
                          f"commit is tested in a fresh worktree, where it exists only if "
                          f"the build makes it; a script of yours: give its absolute path, "
@@ -127,7 +129,12 @@ def test_file_notes(test: str | None, history: History) -> list[str]:
     return notes
 
 
-def _in_submodule(history: History, path: Path) -> bool:
-    """Whether a path lies in one of the checkout's submodules (a gitlink, mode 160000)."""
-    return any(history.repo.git.ls_files("-s", "--", str(parent)).startswith("160000")
-               for parent in list(path.parents)[:-1])
+def _tracked(history: History, path: Path, root: Path) -> bool:
+    """Whether git tracks the file, itself or in a submodule (a gitlink, mode 160000)."""
+    rel = path.relative_to(root)
+    try:
+        return bool(history.repo.git.ls_files("--", str(rel))) or any(
+            history.repo.git.ls_files("-s", "--", str(parent)).startswith("160000")
+            for parent in list(rel.parents)[:-1])
+    except git.GitCommandError:
+        return True                 # git cannot tell: say nothing

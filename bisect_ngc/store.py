@@ -329,7 +329,7 @@ class StateLock:
                 break
             except BlockingIOError:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                if holder or attempt == 19:
+                if attempt == 19:           # a second's wait: a holder that stays holds it
                     os.close(fd)
                     raise UserError(f"state directory {self.path.parent} is in use by pid "
                                     f"{holder or 'another process'}",

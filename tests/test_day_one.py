@@ -342,16 +342,74 @@ def test_a_test_killed_by_a_signal_stops_the_bisection_too(tmp_path, run_cli):
     assert code == 2 and "killed by signal 11" in _one_json_value(out)["message"]
 
 
-@pytest.mark.parametrize("code,crashed", [(124, None), (137, None), (139, 139)])
-def test_a_slurm_test_killed_after_its_timeout_is_a_timeout_not_a_crash(tmp_path, code,
+@pytest.mark.parametrize("code,ms,crashed", [(124, 60000, None), (137, 60500, None),
+                                             (137, 3000, 137), (139, 60000, 139)])
+def test_a_slurm_test_killed_after_its_timeout_is_a_timeout_not_a_crash(tmp_path, code, ms,
                                                                         crashed):
     """`timeout -k` exits 137 when the test outlived its TERM: --timeout's skip, never a
-    crash that stops the bisection; 139 (a segfault) is a crash."""
+    crash that stops the bisection; a 137 well inside the limit (an OOM kill) and 139 (a
+    segfault) are crashes."""
     from bisect_ngc.backends.slurm_results import read_result
     from bisect_ngc.records import SlurmJob
     from bisect_ngc.search import RepeatPolicy
     (tmp_path / "result-0.json").write_text(json.dumps(
-        {"codes": [code], "ms": [1000], "node": "n1", "timeout_code": 124}))
+        {"codes": [code], "ms": [ms], "node": "n1", "timeout_code": 124}))
     out = read_result(tmp_path, SlurmJob("k", "r", 0), RepeatPolicy.ANY, build_limit=None,
                       test_limit=60.0)
     assert out.crashed == crashed and out.verdict.value == "skip"
+
+
+def test_a_merge_that_brings_in_nothing_new_is_not_descended_into(tmp_path, run_cli):
+    """A merge whose second parent is already an ancestor of its first (merged twice,
+    `-s ours`): no branch to walk, so the merge is the answer (it once crashed)."""
+    r = tmp_path / "r"
+    _titled_repo(r, ["a", "b", "c"], 9)
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=D", "-c", "user.email=d@x", *args],
+                              cwd=r, check=True, capture_output=True, text=True).stdout.strip()
+    (r / "behaviour").write_text("new\n")
+    git("add", "behaviour")
+    merge = git("commit-tree", git("write-tree"), "-p", "HEAD", "-p", "HEAD~1", "-m", "again")
+    git("reset", "-q", "--hard", merge)
+    code, out, _ = run_cli(["bisect", "--repo", r, "--old", "main~2", "--new", "main",
+                            "--test", 'test "$(cat behaviour)" = old', "--state",
+                            tmp_path / "st", "--quiet", "--json"])
+    told = json.loads(out)
+    assert code == 0 and told["first_new"] == merge and told["merge"] is None
+
+
+def test_a_descent_stopped_by_a_crash_resumes_with_the_same_command(tmp_path, run_cli):
+    """The branch's middle commit crashes the test: the run stops (exit 2), the outer
+    session is kept unfinished, and once fixed the same command resumes it (no new
+    outer session, nothing measured again) and finishes the descent."""
+    from bisect_ngc.store import Store
+    _, side, merge = _merged_repo(tmp_path / "r")
+    flag = tmp_path / "broken"
+    flag.write_text("")
+    test = (f'[ -e {flag} ] && [ "$(git log -1 --format=%s)" = "side work" ] && exit 200; '
+            'test "$(cat behaviour)" = old')
+    line = ["bisect", "--repo", tmp_path / "r", "--old", "main~3", "--new", "main", "--test",
+            test, "--state", tmp_path / "st", "--quiet", "--json"]
+    code, out, _ = run_cli(line)
+    assert code == 2 and "exited 200" in json.loads(out)["message"]
+    store = Store(tmp_path / "st")
+    outer = [s for s in store.sessions() if s.candidates[-1] != side]
+    assert [s.status.value for s in outer] == ["interrupted"]
+    flag.unlink()
+    code, out, _ = run_cli(line)
+    assert code == 0 and json.loads(out)["first_new"] == side
+    assert len([s for s in Store(tmp_path / "st").sessions()
+                if s.candidates[-1] != side]) == 1
+
+
+def test_a_test_beside_the_checkout_draws_a_warning_not_a_traceback(tmp_path, run_cli,
+                                                                    monkeypatch):
+    make_repo(tmp_path / "r", 20, 13)
+    (tmp_path / "t.sh").write_text("#!/bin/sh\nexit 0\n")
+    monkeypatch.chdir(tmp_path / "r")
+    code, _, err = run_cli(_bisect(".", tmp_path / "st", "bash ../t.sh", "--dry-run"))
+    assert code == 0 and "Traceback" not in err
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(_bisect("r", tmp_path / "st", "./t.sh", "--dry-run"))
+    assert code == 0 and "where you started, outside the checkout" in err

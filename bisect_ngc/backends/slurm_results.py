@@ -44,9 +44,10 @@ def read_result(rdir: Path, job: SlurmJob, policy: RepeatPolicy, *,
         logs[f"test-{run}"] = log = rdir / f"test-{n}-{run}.log"
         cap_log(log)
         text = log.read_text(errors="replace") if log.exists() else ""
-        # timeout(1) exits 124, or 128 + 9 when the test outlived its TERM (`-k`)
-        timed_out = data.get("timeout_code") is not None and code in (data["timeout_code"],
-                                                                      128 + 9)
+        # timeout(1) exits 124, or 128 + 9 when the test outlived its TERM (`-k`): a
+        # timeout only if the run lasted the limit (a test's own 124 or OOM kill does not)
+        timed_out = data.get("timeout_code") is not None and \
+            code in (data["timeout_code"], 128 + 9) and ms >= (test_limit or 0) * 1000
         facts.append(RunFact(code, ms / 1000, timed_out, test_limit, last_json_line(text)))
     outcome = judge_probe(build, facts, policy, job.expect or None)
     outcome.logs = logs
