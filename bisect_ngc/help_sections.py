@@ -5,19 +5,21 @@ from __future__ import annotations
 import click
 import rich_click
 
-from .options import OPTIONS
+from .options import BY_NAME
 
 
-HELP_NAMES = {"help_option_names": ["-h", "--help"]}
-
-
-class RichCommand(rich_click.RichCommand):
-    """A command whose epilog keeps its lines (rich-click rewraps a string); rich itself
-    is loaded only when help is shown. -h is --help however the command is reached."""
+class _HelpNames:
+    """-h is --help however the command is reached (directly, or through the group)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        kwargs["context_settings"] = {**HELP_NAMES, **(kwargs.get("context_settings") or {})}
+        kwargs["context_settings"] = {"help_option_names": ["-h", "--help"],
+                                      **(kwargs.get("context_settings") or {})}
         super().__init__(*args, **kwargs)
+
+
+class RichCommand(_HelpNames, rich_click.RichCommand):
+    """A command whose epilog keeps its lines (rich-click rewraps a string); rich itself
+    is loaded only when help is shown."""
 
     def format_epilog(self, ctx, formatter) -> None:
         if isinstance(self.epilog, str):
@@ -26,12 +28,9 @@ class RichCommand(rich_click.RichCommand):
         super().format_epilog(ctx, formatter)
 
 
-class RichGroup(rich_click.RichGroup):
+class RichGroup(_HelpNames, rich_click.RichGroup):
     command_class = RichCommand
 
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs["context_settings"] = {**HELP_NAMES, **(kwargs.get("context_settings") or {})}
-        super().__init__(*args, **kwargs)
 
 # Sections of a question command, in order; an option not named here falls under its
 # table group's section, and the rest under "Options".
@@ -56,8 +55,8 @@ def _section(name: str) -> str | None:
     for title, names in _BY_NAME.items():
         if name in names:
             return title
-    group = next((o.group for o in OPTIONS if o.name == name), None)
-    return _BY_GROUP.get(group or "")
+    opt = BY_NAME.get(name)
+    return _BY_GROUP.get(opt.group) if opt else None
 
 
 def _commands(group: click.Group, path: str):

@@ -5,10 +5,9 @@ import time
 
 import click
 
-from ..help_sections import RichGroup
-
 from ..artifacts import ArtifactStore
 from ..errors import UserError
+from ..help_sections import RichGroup
 from ..json_output import emit, json_option
 from ..options import default_cache, option
 

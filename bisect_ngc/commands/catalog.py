@@ -5,9 +5,8 @@ import sys
 
 import click
 
-from ..help_sections import RichCommand
-
 from ..errors import UserError
+from ..help_sections import RichCommand
 from ..history import History
 from ..json_output import emit, json_option
 from ..progress import say

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ..help_sections import RichCommand
-
 from ..components import Evidence
+from ..help_sections import RichCommand
 from ..swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from ..json_output import emit, json_option

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from ..help_sections import RichCommand
-
 from ..json_output import emit, json_option
 from ..records import SessionStatus, tally
 from ..options import default_state, option

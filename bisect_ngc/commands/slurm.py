@@ -7,7 +7,6 @@ import sys
 import click
 
 from ..help_sections import RichGroup, epilog
-
 from ..json_output import emit, json_option
 from ..metric_options import metric_from
 from ..progress import say
