@@ -20,9 +20,10 @@ class Interrupted(KeyboardInterrupt):
 
 def stop_if_needed(req: ProbeRequest, outcome: ProbeOutcome) -> None:
     """Before a probe is recorded: an interrupted one stops the run, and so does a test that
-    exited 128 or above, as in `git bisect run`: a crash or a kill says nothing about the
-    behaviour, and a silent skip could leave a found answer that rests on it unseen.
-    Nothing is recorded, so the same command runs that probe again."""
+    exited 128 or above or died of a signal (not --timeout's), as in `git bisect run`: a
+    crash or a kill says nothing about the behaviour, and a silent skip could leave a found
+    answer that rests on it unseen. Nothing is recorded, so the same command runs that
+    probe again."""
     if outcome.transient:
         raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
     if outcome.crashed is not None:

@@ -9,10 +9,10 @@ from .history import History
 
 def merged_branch(history: History, sha: str) -> tuple[str, str] | None:
     """(merge base, tip) of the branch that the merge `sha` brought in, or None when `sha`
-    is not a merge of two parents, or brought in no commit of its own. The base is an ancestor of the merge's first parent, which behaved
-    the old way; the tip may not behave the new way on its own (the change can come
-    from the two sides together): a bisection of the branch then says its endpoints
-    behave the same."""
+    is not a merge of two parents, or brought in no commit of its own. The base is an
+    ancestor of the merge's first parent, which behaved the old way; the tip may not
+    behave the new way on its own (the change can come from the two sides together): a
+    bisection of the branch then says its endpoints behave the same."""
     parents = history.repo.commit(sha).parents
     if len(parents) != 2:           # not a merge, or an octopus: no one branch to walk
         return None
@@ -24,8 +24,8 @@ def merged_branch(history: History, sha: str) -> tuple[str, str] | None:
 
 def branch_range(history: History, merge: str) -> Range | None:
     """The range inside the merge `merge`: from the merge base to the tip it merged,
-    first-parent, as `git bisect` without --first-parent would walk it. None when
-    `merge` is not a merge."""
+    first-parent, as `git bisect` without --first-parent would walk it; None where
+    `merged_branch` finds no branch."""
     branch = merged_branch(history, merge)
     if branch is None:
         return None

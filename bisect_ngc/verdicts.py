@@ -46,7 +46,7 @@ class ProbeOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     cacheable: bool = True    # False: a skip of this run's circumstances, retried next time
     transient: bool = False   # interrupted: never recorded
-    crashed: int | None = None  # a run's exit code of 128 or above: the bisection stops
+    crashed: int | None = None  # a run's exit of 128+, or its signal (< 0): the bisection stops
 
 
 def _secs(limit: float | None) -> str:
@@ -54,9 +54,9 @@ def _secs(limit: float | None) -> str:
 
 
 def judge_exit(code: int | None) -> tuple[Verdict, str, bool]:
-    """The `git bisect run` protocol: 0 pass, 125 skip, 1-127 fail; 128 and above a crash
-    (no verdict: `judge_probe` says the bisection stops, as git's does). Returns (verdict,
-    reason, cacheable)."""
+    """The `git bisect run` protocol: 0 pass, 125 skip, 1-127 fail; 128 and above, or a
+    signal, a crash (no verdict: `judge_probe` marks it, and the bisection stops, as git's
+    does). Returns (verdict, reason, cacheable)."""
     if code is None:
         return Verdict.SKIP, "the test gave no exit code", False
     if code == 0:
