@@ -30,9 +30,9 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
         s = st.sigma
     runs = [list(zip((r for r, _ in samples[i]), folded[i])) for i in (lo, hi)]
     common = {r for r, _ in runs[0]} & {r for r, _ in runs[1]}
-    a, b = ([v for r, v in side if r in common] for side in runs)
     if not common:
         return None
+    a, b = ([v for r, v in side if r in common] for side in runs)
     ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
     sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
     delta, low, high, p = seq.shifted(a, b, s, dof, rule.p)

@@ -328,8 +328,8 @@ class StateLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
                 if attempt == 19:           # a second's wait: a holder that stays holds it
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
                     os.close(fd)
                     raise UserError(f"state directory {self.path.parent} is in use by pid "
                                     f"{holder or 'another process'}",

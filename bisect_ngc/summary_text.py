@@ -78,10 +78,10 @@ def _print_ambiguous(explanation: str, cands: list[str], titles: dict) -> None:
         click.echo(f"  {sha} {row.get('title', '')}{why}")
 
 
-def print_dry_run(requests: list, scripts, as_json: bool, result: str | None = None) -> int:
+def print_dry_run(requests: list, scripts: list[tuple[str, str]], as_json: bool,
+                  result: str | None = None) -> int:
     """--dry-run: the next round's probes and the scripts they would run (or, with
     `result`, that the stored verdicts already give it); nothing runs."""
-    scripts = list(scripts)
     if as_json:
         emit({"status": "dry-run", "result": result,
               "next_round": [{"commit": r.commit, "index": r.index} for r in requests],
