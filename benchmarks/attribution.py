@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc.attribution import Attribution, Side, Swap, next_swaps  # noqa: E402
+from bisect_ngc.attribution.search import Attribution, Side, Swap, next_swaps  # noqa: E402
 
 
 def swaps_needed(names: list[str], culprits: set[str]) -> int:

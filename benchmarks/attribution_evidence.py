@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bisect_ngc import attribution as after  # noqa: E402
+from bisect_ngc.attribution import search as after  # noqa: E402
 
 BEFORE = "99a11b4"
 

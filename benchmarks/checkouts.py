@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisect_ngc.history import History, Worktrees
-from bisect_ngc.search import Result, Verdict, next_step
-from bisect_ngc.submodules import SubmoduleCache
+from bisect_ngc.vcs.history import History, Worktrees
+from bisect_ngc.core.search import Result, Verdict, next_step
+from bisect_ngc.vcs.submodules import SubmoduleCache
 
 from benchmarks.repos import make_pytorch_shaped_repo
 

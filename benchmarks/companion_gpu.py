@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks.companion_repos import wheel
-from bisect_ngc.companions import Installed, install_prelude, parse
+from bisect_ngc.companions.specs import Installed, install_prelude, parse
 
 ROOT = Path(__file__).resolve().parents[1]
 

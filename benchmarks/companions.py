@@ -39,7 +39,7 @@ def bisect(repo: Path, shas: list[str], work: Path, image: str, *extra: str,
     if proc.returncode != 0:
         raise SystemExit(f"bisect failed ({proc.returncode}): {proc.stderr[-2000:]}")
     res = json.loads(proc.stdout)
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.store import Store
     probes = Store(work / "st").probes(res["session"])
     companions = sum(len(p.details.get("companions_built") or []) for p in probes)
     return {"wall_s": round(wall, 2), "probes": len(probes), "torch_builds": res["builds"],

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc.comparator import Rule  # noqa: E402
-from bisect_ngc.segments import plan  # noqa: E402
+from bisect_ngc.metric.comparator import Rule  # noqa: E402
+from bisect_ngc.metric.segments import plan  # noqa: E402
 
 
 def main() -> int:

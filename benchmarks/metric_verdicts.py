@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc import sequential as seq  # noqa: E402
-from bisect_ngc.comparator import Rule, guard
-from bisect_ngc.segments import plan  # noqa: E402
-from bisect_ngc.search import Result, Status, next_step  # noqa: E402
+from bisect_ngc.metric import sequential as seq  # noqa: E402
+from bisect_ngc.metric.comparator import Rule, guard
+from bisect_ngc.metric.segments import plan  # noqa: E402
+from bisect_ngc.core.search import Result, Status, next_step  # noqa: E402
 
 Noise = Callable[[random.Random], float]
 
@@ -116,7 +116,7 @@ def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Ran
     s = seq.MAD_TO_SIGMA * statistics.median(abs(d - mid) for d in draws)
     lo, hi = (0.0, math.log1p(change)) if states else (mid, mid + math.log1p(change))
     verdicts, runs = {}, 0
-    from bisect_ngc.search import Verdict
+    from bisect_ngc.core.search import Verdict
     verdicts[0], verdicts[n - 1] = Verdict.PASS, Verdict.FAIL
     while not isinstance(step := next_step(n, verdicts), Result):
         for i in step.indices:

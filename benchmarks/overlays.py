@@ -29,8 +29,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from bisect_ngc.overlay import OVERLAY_COST
-from bisect_ngc.search import Result, Verdict, next_in_subset, next_step, open_interval
+from bisect_ngc.prebuilt.overlay import OVERLAY_COST
+from bisect_ngc.core.search import Result, Verdict, next_in_subset, next_step, open_interval
 
 REACH = 8
 
@@ -154,7 +154,7 @@ def real(args: argparse.Namespace) -> None:
 
 
 def repack(args: argparse.Namespace) -> None:
-    from bisect_ngc.wheel_overlay import overlay_wheel
+    from bisect_ngc.prebuilt.wheel_overlay import overlay_wheel
     wheel = Path(args.wheel)
     with zipfile.ZipFile(wheel) as z:
         names = [i.filename for i in z.infolist()]

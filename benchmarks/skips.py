@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bisect_ngc import search  # noqa: E402
+from bisect_ngc.core import search  # noqa: E402
 from benchmarks.repos import make_repo  # noqa: E402
 
 STEP = "test -e broken && exit 125; test \"$(cat behaviour)\" = old"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from bisect_ngc.search import Result, Verdict, next_in_subset, next_step
+from bisect_ngc.core.search import Result, Verdict, next_in_subset, next_step
 
 
 def bisect(n: int, t: int, tiers: list[list[int]], jobs: int) -> dict[str, int]:

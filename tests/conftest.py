@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from bisect_ngc.cli import main
+from bisect_ngc.cli.main import main
 
 # Tests make commits; give git an identity without touching anyone's config.
 for key, value in {"GIT_AUTHOR_NAME": "bisect-ngc tests", "GIT_AUTHOR_EMAIL": "tests@example.com",

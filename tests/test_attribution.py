@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_ngc.attribution import Attribution, Side, Swap, minimal_set, next_swaps
+from bisect_ngc.attribution.search import Attribution, Side, Swap, minimal_set, next_swaps
 
 
 def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3):
@@ -303,7 +303,7 @@ def test_an_unneeded_component_the_search_picked_is_dropped_by_the_fresh_swaps()
 # --- what a swap can do (components.py, no engine) ----------------------------------
 
 def test_swaps_that_cannot_be_made_say_why():
-    from bisect_ngc.components import Component, cannot_swap
+    from bisect_ngc.attribution.components import Component, cannot_swap
     added = Component("py:newpkg", None, "1.0")
     gone = Component("py:oldpkg", "1.0", None)
     lib = Component("lib:libnccl", "libnccl.so.2.21.5", "libnccl.so.2.23.4")
@@ -318,7 +318,7 @@ def test_swaps_that_cannot_be_made_say_why():
 def test_a_swap_directory_belongs_to_one_donor_image(tmp_path):
     """Two image pairs on one cache swap the same unit from two extractions: each swap
     links its own donor's files, never the first pair's."""
-    from bisect_ngc.components import Component, layout, safe
+    from bisect_ngc.attribution.components import Component, layout, safe
     torch = Component("py:torch", "2.4", "2.5")
     dirs = []
     for donor in ("one", "two"):
@@ -332,7 +332,7 @@ def test_a_swap_directory_belongs_to_one_donor_image(tmp_path):
 
 
 def test_the_diff_names_what_changed_and_nothing_else():
-    from bisect_ngc.components import diff
+    from bisect_ngc.attribution.components import diff
     dist = lambda v, d: {"name": "x", "version": v, "base": "/s", "files": [], "digest": d}  # noqa
     lib = lambda real, size: {"dir": "/l", "files": [], "real": real, "size": size}  # noqa
     a = {"dists": {"same": dist("1", "d"), "bumped": dist("1", "d1"), "gone": dist("1", "g")},
@@ -352,7 +352,7 @@ def test_the_swap_log_keeps_outcomes_per_attribution(tmp_path):
     """Swap outcomes live in SQLite, per attribution key, skip reasons and fresh runs
     included; another key (other images, test or runs per swap) sees none of them."""
     import json
-    from bisect_ngc.swap_log import SwapLog
+    from bisect_ngc.attribution.swap_log import SwapLog
     log = SwapLog(tmp_path / "swaps.sqlite", "k")
     key = json.dumps(["a", ["py:x"]])
     log.put("plain:a", "pass")

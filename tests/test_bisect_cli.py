@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.search import ceil_log, expected_rounds
-from bisect_ngc.store import Store
+from bisect_ngc.core.search import ceil_log, expected_rounds
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import BUILD, TEST, make_repo
 

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from bisect_ngc.build_trees import SKEW_LIMIT_S, newest_mtime, settle
+from bisect_ngc.vcs.build_trees import SKEW_LIMIT_S, newest_mtime, settle
 
 from benchmarks.repos import make_repo
 

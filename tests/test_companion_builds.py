@@ -36,7 +36,7 @@ def bisect(run_cli, repos, tmp_path, *extra, test=TEST, state="st"):
 
 
 def probes(tmp_path, session, state="st"):
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.store import Store
     return Store(tmp_path / state).probes(session)
 
 

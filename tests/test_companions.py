@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, strategies as st
 
-from bisect_ngc.companions import Installed, PRESETS, build_script, install_prelude, parse
+from bisect_ngc.companions.specs import Installed, PRESETS, build_script, install_prelude, parse
 from bisect_ngc.errors import UserError
 
 
@@ -137,7 +137,7 @@ def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, ru
     ("2.1.0+cu121", "v{version}", "v2.1.0"),       # a local part that is no hash
 ])
 def test_a_component_version_names_its_commit(version, tag, rev):
-    from bisect_ngc.component_mode import commit_of_version
+    from bisect_ngc.question.component_mode import commit_of_version
     assert commit_of_version(version, tag) == rev
 
 
@@ -149,7 +149,7 @@ def test_a_component_tag_without_version_is_refused(tmp_path, run_cli):
 
 
 def test_a_companion_build_key_follows_torch_only_when_compiled():
-    from bisect_ngc.companion_builds import companion_key
+    from bisect_ngc.companions.builds import companion_key
     te = replace(parse("transformer_engine@v2.6"), commit="a" * 40)
     mcore = replace(parse("megatron-core@core_r0.9.0"), commit="b" * 40)
     key = lambda c, d, t: companion_key(c, "img", d, t)          # noqa: E731
@@ -163,8 +163,8 @@ def test_a_companion_build_key_follows_torch_only_when_compiled():
 def test_a_component_build_depends_on_its_commit_alone():
     """--component: no build tree is kept across commits (the worktree is cleaned in
     full, `build/` included) and no torch commit is expected of the test."""
-    from bisect_ngc.component_mode import component_of, recipe
-    from bisect_ngc.recipes import Recipe
+    from bisect_ngc.question.component_mode import component_of, recipe
+    from bisect_ngc.core.recipes import Recipe
     base = Recipe(build="make", test="t", image="img", keep=["build", "data"],
                   build_tree=True, expect_torch_commit=True, overlay=["pytorch"])
     r = recipe(component_of("transformer_engine", None, None), base, "run-test", None, [])

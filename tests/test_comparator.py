@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, pareto
-from bisect_ngc import sequential as seq
-from bisect_ngc.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints, judge,
+from bisect_ngc.metric import sequential as seq
+from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints, judge,
                                    looks, settled)
-from bisect_ngc.confirmation import share
-from bisect_ngc.search import Verdict
+from bisect_ngc.metric.confirmation import share
+from bisect_ngc.core.search import Verdict
 
 
 def draw(rng: random.Random, k: int, level: float = 1.0, noise: float = 0.02) -> list[float]:

@@ -270,7 +270,7 @@ def test_release_mode_names_the_component_with_no_build(pair, tmp_path, run_cli,
     """Case A of issue 21: two releases whose images differ outside PyTorch. One swap of
     the newer PyTorch into the older image says PyTorch does not carry the difference, so
     no commit is named and nothing is built; attribution names the variable."""
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.store import Store
     code, res, err, _ = release_bisect(run_cli, pair, tmp_path, monkeypatch,
                                        'test "$DEMO_MODE" = old', history=(30, 29),
                                        ships=(5, 20))       # every commit in range: old
@@ -348,7 +348,7 @@ def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_p
     """Case B of issue 21: the images differ through their PyTorch. One swap says so, the
     build environment reproduces both releases' verdicts at their own commits, and the
     commit bisection names the commit, with builds in the older release's image."""
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.store import Store
     # Builds leave `out`; an image as it is (or with a swap) answers through its torch.
     test = ('if [ -f "$BISECT_ARTIFACTS/out" ]; then test "$(cat "$BISECT_ARTIFACTS/out")" = '
             'old; else python3 -c "import torch, sys; sys.exit(torch.behaviour != \'a\')"; fi')
@@ -363,7 +363,7 @@ def test_release_mode_goes_on_to_the_commits_when_pytorch_carries_it(pair, tmp_p
 
 
 def test_swap_containers_a_killed_run_left_are_removed_and_live_ones_kept(monkeypatch):
-    from bisect_ngc.backends.docker_engine import DockerContainers
+    from bisect_ngc.backends.docker.engine import DockerContainers
     client = docker_client()
     label = {"bisect-ngc.role": "swap"}
     left = client.containers.create(IMAGE, ["true"], labels=label)

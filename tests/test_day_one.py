@@ -150,7 +150,7 @@ def test_a_failed_clone_leaves_no_lock_file_behind(tmp_path, run_cli):
 def test_the_mirror_lock_still_lets_one_holder_in_at_a_time(tmp_path):
     import threading
     import time
-    from bisect_ngc.git_mirrors import locked
+    from bisect_ngc.vcs.mirrors import locked
     inside, most = [0], [0]
 
     def work():
@@ -179,8 +179,8 @@ def test_an_ambiguous_answer_names_its_commits_with_titles_and_reasons(tmp_path,
 
 
 def test_status_tells_a_session_whose_process_is_gone(tmp_path, run_cli):
-    from bisect_ngc.records import SessionStatus
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.records import SessionStatus
+    from bisect_ngc.core.store import Store
     make_repo(tmp_path / "r", 12, 6)
     run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11", "--new", "main",
              "--build", BUILD, "--test", TEST, "--state", tmp_path / "st", "--quiet"])
@@ -349,9 +349,9 @@ def test_a_slurm_test_killed_after_its_timeout_is_a_timeout_not_a_crash(tmp_path
     """`timeout -k` exits 137 when the test outlived its TERM: --timeout's skip, never a
     crash that stops the bisection; a 137 well inside the limit (an OOM kill) and 139 (a
     segfault) are crashes."""
-    from bisect_ngc.backends.slurm_results import read_result
-    from bisect_ngc.records import SlurmJob
-    from bisect_ngc.search import RepeatPolicy
+    from bisect_ngc.backends.slurm.results import read_result
+    from bisect_ngc.core.records import SlurmJob
+    from bisect_ngc.core.search import RepeatPolicy
     (tmp_path / "result-0.json").write_text(json.dumps(
         {"codes": [code], "ms": [ms], "node": "n1", "timeout_code": 124}))
     out = read_result(tmp_path, SlurmJob("k", "r", 0), RepeatPolicy.ANY, build_limit=None,
@@ -383,7 +383,7 @@ def test_a_descent_stopped_by_a_crash_resumes_with_the_same_command(tmp_path, ru
     """The branch's middle commit crashes the test: the run stops (exit 2), the outer
     session is kept unfinished, and once fixed the same command resumes it (no new
     outer session, nothing measured again) and finishes the descent."""
-    from bisect_ngc.store import Store
+    from bisect_ngc.core.store import Store
     _, side, merge = _merged_repo(tmp_path / "r")
     flag = tmp_path / "broken"
     flag.write_text("")

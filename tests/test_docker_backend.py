@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.store import Store
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
                               TEST, make_cext_repo, make_mixed_repo, make_pytorch_shaped_repo,
@@ -185,7 +185,7 @@ def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
     args = [sys.executable, "-m", "bisect_ngc", "bisect", "--repo", str(repo), "--old",
             "main~29", "--new", "main", "--backend", "docker", "--image", IMAGE, "--test", slow,
             "--state", str(tmp_path / "st"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
-    from bisect_ngc.keys import digest
+    from bisect_ngc.core.keys import digest
     mine = f"bisect-ngc.state={digest(str((tmp_path / 'st').resolve()))[:12]}"
 
     def my_tests() -> list:       # this test's containers only, never another run's
@@ -213,7 +213,7 @@ def test_ctrl_c_removes_the_sessions_containers_and_resumes(tmp_path):
 
 
 def test_a_later_run_removes_what_a_killed_run_left(tmp_path, run_cli):
-    from bisect_ngc.keys import digest
+    from bisect_ngc.core.keys import digest
     repo = tmp_path / "r"
     make_repo(repo, 6, 3)
     state = (tmp_path / "st").resolve()

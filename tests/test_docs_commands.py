@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import pytest
 
-from bisect_ngc.cli import cli
+from bisect_ngc.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(ROOT.glob("docs/*.md")) + [ROOT / "repro" / "README.md"]

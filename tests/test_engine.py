@@ -10,14 +10,14 @@ import pytest
 
 from benchmarks.repos import make_repo
 from bisect_ngc.backends.base import BackendLost, ProbeOutcome, Source
-from bisect_ngc.bisection_inputs import Range, Settings, Tier
-from bisect_ngc.engine import Bisection
-from bisect_ngc.records import tally
-from bisect_ngc.history import History
-from bisect_ngc.recipes import Recipe
-from bisect_ngc.search import Verdict
-from bisect_ngc.records import SessionStatus
-from bisect_ngc.store import Store
+from bisect_ngc.core.inputs import Range, Settings, Tier
+from bisect_ngc.core.engine import Bisection
+from bisect_ngc.core.records import tally
+from bisect_ngc.vcs.history import History
+from bisect_ngc.core.recipes import Recipe
+from bisect_ngc.core.search import Verdict
+from bisect_ngc.core.records import SessionStatus
+from bisect_ngc.core.store import Store
 
 
 class ScriptedBackend:
@@ -145,7 +145,7 @@ def test_a_lost_backend_ends_the_session_resumably(tmp_path, span):
 
 def test_tiers_go_first_and_a_killed_run_resumes_across_them(tmp_path, span):
     from bisect_ngc.backends.base import Source
-    from bisect_ngc.bisection_inputs import Tier
+    from bisect_ngc.core.inputs import Tier
     tiers = [Tier("nightly", {i: Source("nightly", f"https://w/{i}.whl", f"nightly {i}")
                               for i in range(0, 64, 8)})]
 

@@ -1,8 +1,8 @@
 """Environments: where a probe's test ran, and which two verdicts may be paired."""
 from __future__ import annotations
 
-from bisect_ngc.environments import HOST, Environment, of_probe, paired, unpaired
-from bisect_ngc.search import Result, Status
+from bisect_ngc.core.environments import HOST, Environment, of_probe, paired, unpaired
+from bisect_ngc.core.search import Result, Status
 
 IMAGE = of_probe("image", "nvcr.io/nvidia/pytorch:24.10-py3", "ignored")
 BUILT = of_probe("build", "", "nvcr.io/nvidia/pytorch:24.09-py3")
@@ -37,8 +37,8 @@ def test_a_found_answer_never_rests_on_verdicts_of_two_environments():
 
 def test_every_backend_makes_a_probe_environment_from_one_plan(tmp_path):
     from bisect_ngc.backends.base import ProbeKind, ProbeRequest, Source, test_plan
-    from bisect_ngc.recipes import Recipe
-    from bisect_ngc.search import RepeatPolicy
+    from bisect_ngc.core.recipes import Recipe
+    from bisect_ngc.core.search import RepeatPolicy
     recipe = Recipe(build="make", test="install && run", test_as_is="run", image="base:1")
 
     def req(source):

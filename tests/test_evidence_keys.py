@@ -9,10 +9,10 @@ import threading
 import pytest
 
 from benchmarks.companion_repos import wheel
-from bisect_ngc.companion_sources import CompanionSources
-from bisect_ngc.companions import parse
+from bisect_ngc.companions.sources import CompanionSources
+from bisect_ngc.companions.specs import parse
 from bisect_ngc.errors import UserError
-from bisect_ngc.recipes import Recipe, host_scripts
+from bisect_ngc.core.recipes import Recipe, host_scripts
 
 
 def recipe(tmp_path, spec: str | None = None, test: str = "true") -> Recipe:

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from bisect_ngc.errors import UserError
-from bisect_ngc.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
+from bisect_ngc.vcs.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
 
 from benchmarks.repos import make_repo
 

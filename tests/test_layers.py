@@ -60,19 +60,19 @@ def test_no_import_cycles():
 
 
 def test_the_search_is_pure():
-    used = imports(MODULES["bisect_ngc.search"], top_level_only=False)
+    used = imports(MODULES["bisect_ngc.core.search"], top_level_only=False)
     assert not {m for m in used if m.startswith("bisect_ngc")}
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}
 
 
 def test_the_overlay_rule_is_pure():
-    used = imports(MODULES["bisect_ngc.overlay"], top_level_only=False)
+    used = imports(MODULES["bisect_ngc.prebuilt.overlay"], top_level_only=False)
     assert not {m for m in used if m.startswith("bisect_ngc")}
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click", "zipfile"}
 
 
 def test_the_attribution_search_is_pure():
-    used = imports(MODULES["bisect_ngc.attribution"], top_level_only=False)
+    used = imports(MODULES["bisect_ngc.attribution.search"], top_level_only=False)
     assert not {m for m in used if m.startswith("bisect_ngc")}
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}
 
@@ -82,18 +82,18 @@ def test_backends_know_only_their_interface():
     backends = {n for n in MODULES if n.startswith("bisect_ngc.backends.")} - \
         {"bisect_ngc.backends.base"}
 
-    def family(module: str) -> str:       # backends.slurm_queue is part of backends.slurm
-        return module.rsplit(".", 1)[-1].split("_")[0]
+    def family(module: str) -> str:       # backends.slurm.queue is part of backends.slurm
+        return module.split(".")[2]
     for name in backends:
         siblings = {b for b in backends if family(b) != family(name)}
         assert not everything[name] & siblings, f"{name} imports a sibling backend"
-        assert not everything[name] & {"bisect_ngc.question", "bisect_ngc.engine",
-                                       "bisect_ngc.cli"}
+        assert not everything[name] & {"bisect_ngc.question.wiring", "bisect_ngc.core.engine",
+                                       "bisect_ngc.cli.main"}
 
 
 def test_the_report_opens_no_repository():
-    used = imports(MODULES["bisect_ngc.report"], top_level_only=False)
-    assert not used & {"git", "bisect_ngc.history", "bisect_ngc.releases", "subprocess"}
+    used = imports(MODULES["bisect_ngc.report.markdown"], top_level_only=False)
+    assert not used & {"git", "bisect_ngc.vcs.history", "bisect_ngc.prebuilt.releases", "subprocess"}
 
 
 def test_only_question_and_the_registry_name_concrete_backends():
@@ -101,8 +101,8 @@ def test_only_question_and_the_registry_name_concrete_backends():
     concrete = {n for n in MODULES if n.startswith("bisect_ngc.backends.")} - \
         {"bisect_ngc.backends", "bisect_ngc.backends.base"}
     users = {n for n, deps in everything.items() if deps & concrete} - concrete
-    assert users <= {"bisect_ngc.backends", "bisect_ngc.commands.catalog",
-                     "bisect_ngc.commands.components"}, users
+    assert users <= {"bisect_ngc.backends", "bisect_ngc.cli.catalog",
+                     "bisect_ngc.cli.components"}, users
 
 
 def test_the_license_is_an_spdx_string():
@@ -125,6 +125,6 @@ def test_files_and_functions_stay_readable():
 
 
 def test_companion_specs_are_pure():
-    used = imports(MODULES["bisect_ngc.companions"], top_level_only=False)
+    used = imports(MODULES["bisect_ngc.companions.specs"], top_level_only=False)
     assert {m for m in used if m.startswith("bisect_ngc")} <= {"bisect_ngc.errors"}
     assert not used & {"git", "docker", "subprocess", "os", "sqlite3", "click"}

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bisect_ngc.backends.base import ProbeOutcome
-from bisect_ngc.measured import measurement, metric_value
-from bisect_ngc.search import Verdict
-from bisect_ngc.store import Store
+from bisect_ngc.metric.measured import measurement, metric_value
+from bisect_ngc.core.search import Verdict
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import make_repo
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from benchmarks.repos import make_repo
-from bisect_ngc.comparator import Rule, judge, settled
-from bisect_ngc.search import Verdict
-from bisect_ngc.store import Store
+from bisect_ngc.metric.comparator import Rule, judge, settled
+from bisect_ngc.core.search import Verdict
+from bisect_ngc.core.store import Store
 
 # 5% slower from the commit whose `behaviour` says "new"; 1% lognormal noise; SCALE is the
 # machine (another session on a slower one); FAIL_RUNS: the run numbers that print nothing.

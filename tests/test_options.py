@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from bisect_ngc.backends.slurm import SlurmSettings
-from bisect_ngc.cli import cli
-from bisect_ngc.options import OPTIONS, Options, options, options_from
+from bisect_ngc.backends.slurm.backend import SlurmSettings
+from bisect_ngc.cli.main import cli
+from bisect_ngc.question.options import OPTIONS, Options, options, options_from
 
 PKG = Path(__file__).resolve().parents[1] / "bisect_ngc"
 

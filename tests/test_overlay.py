@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisect_ngc.artifacts import ArtifactStore
-from bisect_ngc.history import History
-from bisect_ngc.overlay import (OVERLAY_COST, Decision, OverlayRule, RuleError, choose_base,
+from bisect_ngc.core.artifacts import ArtifactStore
+from bisect_ngc.vcs.history import History
+from bisect_ngc.prebuilt.overlay import (OVERLAY_COST, Decision, OverlayRule, RuleError, choose_base,
                                 decide)
-from bisect_ngc.wheel_overlay import OverlayRefused, Overlays, overlay_wheel, wheel_path
+from bisect_ngc.prebuilt.wheel_overlay import OverlayRefused, Overlays, overlay_wheel, wheel_path
 
 from benchmarks.repos import MIXED_RULE, make_mixed_repo
 

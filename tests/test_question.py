@@ -9,12 +9,12 @@ import pytest
 
 from benchmarks.repos import BUILD, TEST, make_repo
 from bisect_ngc.errors import UserError
-from bisect_ngc.bisection_inputs import Settings
-from bisect_ngc.question import Options, ask
-from bisect_ngc.search import Verdict
-from bisect_ngc.keys import CacheKey
-from bisect_ngc.records import ProbeRecord, SessionParams, SessionResult, SessionStatus
-from bisect_ngc.store import Store
+from bisect_ngc.core.inputs import Settings
+from bisect_ngc.question.wiring import Options, ask
+from bisect_ngc.core.search import Verdict
+from bisect_ngc.core.keys import CacheKey
+from bisect_ngc.core.records import ProbeRecord, SessionParams, SessionResult, SessionStatus
+from bisect_ngc.core.store import Store
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_headless_local_bisection_loads_no_docker_sdk_rich_or_urllib(tmp_path,
     """Start-up is a good part of a probe's overhead: a run loads only what it uses."""
     import subprocess
     import sys
-    code = ("import sys; from bisect_ngc.cli import main; "
+    code = ("import sys; from bisect_ngc.cli.main import main; "
             f"rc = main(['bisect', '--repo', {str(repo)!r}, '--old', 'main~11', '--new', 'main', "
             "'--test', 'test $(cat behaviour) = old', '--quiet', "
             f"'--state', {str(tmp_path / 's')!r}, '--cache-dir', {str(tmp_path / 'c')!r}]); "
@@ -126,7 +126,7 @@ def test_slurm_jobs_of_an_earlier_version_are_adopted(tmp_path):
 def test_companions_change_the_test_key_and_keep_release_mode_off_swaps(tmp_path, monkeypatch):
     """--with is part of what decides a verdict; and with companions, release mode does
     not swap PyTorch between images, which would run them without the companions."""
-    from bisect_ngc.bisection_inputs import Tier
+    from bisect_ngc.core.inputs import Tier
     from .test_tiers import catalog
     shas = make_repo(tmp_path / "pytorch", 12, 6)
     comp = make_repo(tmp_path / "comp", 3, 1)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.repos import BUILD, TEST, make_repo
-from bisect_ngc.artifacts import ArtifactStore
-from bisect_ngc.store import Store
+from bisect_ngc.core.artifacts import ArtifactStore
+from bisect_ngc.core.store import Store
 
 
 def args_for(repo: Path, state: Path, test: str, *extra) -> list[str]:

@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 import pytest
 from markdown_it import MarkdownIt
 
-from bisect_ngc.report import github_slug
-from bisect_ngc.records import SessionStatus
-from bisect_ngc.store import Store
+from bisect_ngc.report.markdown import github_slug
+from bisect_ngc.core.records import SessionStatus
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import BUILD, TEST, make_repo
 
@@ -259,7 +259,7 @@ def test_github_slug(origin, slug):
 
 
 def test_scrubber_replaces_this_machines_paths_only():
-    from bisect_ngc.report import Scrubber
+    from bisect_ngc.report.markdown import Scrubber
     scrub = Scrubber({"/tmp/some state": "$BISECT_NGC_STATE"})
     text = scrub("run /bin/sh -c x in /tmp/some state/logs, then /home/me/x.txt </script>")
     assert "/bin/sh" in text and "</script>" in text

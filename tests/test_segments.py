@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.metric_verdicts import bisect_once, lognormal
-from bisect_ngc.comparator import Rule
+from bisect_ngc.metric.comparator import Rule
 
 
 @settings(max_examples=25, deadline=None)
@@ -49,14 +49,14 @@ def test_a_pair_measured_in_different_rounds_is_not_a_difference():
     """The machine slowed 10% between round 1 and round 2: #0 and #1 never ran side by
     side, so they are not compared at all (the answer's pair is then run again, together;
     at 0.5% drift per run, a part's pair once was named from such numbers)."""
-    from bisect_ngc.confirmation import pair
+    from bisect_ngc.metric.confirmation import pair
     samples = {0: _runs(range(1, 2), 1.00, 5, 1), 1: _runs(range(2, 3), 1.10, 5, 2)}
     assert pair(0, 1, samples, Rule()) is None
 
 
 def test_the_drift_guard_keeps_a_third_of_an_ends_runs_for_the_answer():
-    from bisect_ngc.comparator import guard
-    from bisect_ngc.search import Verdict
+    from bisect_ngc.metric.comparator import guard
+    from bisect_ngc.core.search import Verdict
     verdicts = {0: Verdict.PASS, 3: Verdict.FAIL}
     rule = Rule(max_runs=30)
     assert guard(verdicts, 4, {0: 19, 3: 5}, rule) == (0, 3)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bisect_ngc.search import ceil_log
+from bisect_ngc.core.search import ceil_log
 
 from benchmarks.repos import make_repo
 

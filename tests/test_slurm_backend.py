@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 
 from bisect_ngc.backends.base import ProbeRequest
-from bisect_ngc.recipes import Mount
-from bisect_ngc.backends.slurm import SlurmBackend, SlurmSettings
-from bisect_ngc.history import History, Worktrees
-from bisect_ngc.artifacts import ArtifactStore
-from bisect_ngc.recipes import Recipe
-from bisect_ngc.search import RepeatPolicy, ceil_log
-from bisect_ngc.keys import digest
-from bisect_ngc.records import SlurmJob
-from bisect_ngc.store import Store
+from bisect_ngc.core.recipes import Mount
+from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
+from bisect_ngc.vcs.history import History, Worktrees
+from bisect_ngc.core.artifacts import ArtifactStore
+from bisect_ngc.core.recipes import Recipe
+from bisect_ngc.core.search import RepeatPolicy, ceil_log
+from bisect_ngc.core.keys import digest
+from bisect_ngc.core.records import SlurmJob
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
 
@@ -557,7 +557,7 @@ def test_overlay_probes_are_test_only_jobs(tmp_path, run_cli, jobs):
 # --- the judgement of polling, without a cluster ------------------------------------
 
 def test_a_task_that_left_the_queue_ends_as_its_accounting_says():
-    from bisect_ngc.backends.slurm_queue import UNACCOUNTED_AFTER_S, task_end
+    from bisect_ngc.backends.slurm.queue import UNACCOUNTED_AFTER_S, task_end
     assert task_end("COMPLETED", "COMPLETED", 5) == "COMPLETED"
     assert task_end(None, "NODE_FAIL", 5) == "NODE_FAIL"          # the build decided it
     assert task_end("CANCELLED", "OUT_OF_MEMORY", 5) == "OUT_OF_MEMORY"
@@ -568,7 +568,7 @@ def test_a_task_that_left_the_queue_ends_as_its_accounting_says():
 
 
 def test_the_queue_says_which_phase_a_probe_is_in():
-    from bisect_ngc.backends.slurm_queue import queue_phase
+    from bisect_ngc.backends.slurm.queue import queue_phase
     rec = SlurmJob("c", "r", 2, build_job="10", test_job="11")
     assert queue_phase(rec, {"10_2": "RUNNING", "11": "PENDING"}) == "build"
     assert queue_phase(rec, {"11_2": "RUNNING"}) == "test"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.search import ceil_log
-from bisect_ngc.store import Store
+from bisect_ngc.core.search import ceil_log
+from bisect_ngc.core.store import Store
 
 from benchmarks.repos import make_repo
 from tests.test_companion_builds import repos as repos_fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from bisect_ngc.history import CheckoutError, History, Worktrees
-from bisect_ngc.store import Store
-from bisect_ngc.submodules import SubmoduleCache
+from bisect_ngc.vcs.history import CheckoutError, History, Worktrees
+from bisect_ngc.core.store import Store
+from bisect_ngc.vcs.submodules import SubmoduleCache
 
 from benchmarks.repos import make_pytorch_shaped_repo
 

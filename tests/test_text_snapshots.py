@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 import pytest
 
-from bisect_ngc.cli import cli
+from bisect_ngc.cli.main import cli
 
 from benchmarks.repos import BUILD, TEST, make_repo
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.repos import make_repo
-from bisect_ngc.store import Store
-from bisect_ngc.tiers import parse_index
+from bisect_ngc.core.store import Store
+from bisect_ngc.prebuilt.tiers import parse_index
 
 from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
 

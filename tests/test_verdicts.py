@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bisect_ngc.search import RepeatPolicy, Verdict
-from bisect_ngc.verdicts import (BuildFact, RunFact, judge_exit, judge_probe, judge_run,
+from bisect_ngc.core.search import RepeatPolicy, Verdict
+from bisect_ngc.core.verdicts import (BuildFact, RunFact, judge_exit, judge_probe, judge_run,
                                  reported_commit)
 
 SHA = "ab" * 20

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.repos import TEST, make_repo
-from bisect_ngc.search import Result, Status, Verdict
-from bisect_ngc.verification import claims, next_round, settle
+from bisect_ngc.core.search import Result, Status, Verdict
+from bisect_ngc.core.verification import claims, next_round, settle
 
 from .test_bisect_cli import bisect_args
 

@@ -10,8 +10,8 @@ from .base import Backend, BackendSetup
 
 BACKENDS = {
     "local": ("bisect_ngc.backends.local", "LocalBackend"),
-    "docker": ("bisect_ngc.backends.docker", "DockerBackend"),
-    "slurm": ("bisect_ngc.backends.slurm", "SlurmBackend"),
+    "docker": ("bisect_ngc.backends.docker.backend", "DockerBackend"),
+    "slurm": ("bisect_ngc.backends.slurm.backend", "SlurmBackend"),
 }
 
 
@@ -24,7 +24,7 @@ def create(name: str, setup: BackendSetup) -> Backend:
 
 # A backend's own options, in a module light enough to import at start-up (options.py
 # shows their defaults); the backend itself still loads only when asked for.
-SETTINGS = {"slurm": ("bisect_ngc.backends.slurm_settings", "SlurmSettings")}
+SETTINGS = {"slurm": ("bisect_ngc.backends.slurm.settings", "SlurmSettings")}
 
 
 def settings_type(name: str) -> type:
@@ -36,6 +36,6 @@ def version_reader(say: Callable[[str], None]) -> Callable[[str, str], str | Non
     """(image, distribution) -> the version that image ships, read by running it on this
     host's Docker engine (the SDK loads on the first read)."""
     def read(image: str, dist: str) -> str | None:
-        from .docker_engine import distribution_version
+        from .docker.engine import distribution_version
         return distribution_version(image, dist, say)
     return read

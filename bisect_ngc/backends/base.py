@@ -17,21 +17,21 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
-from ..build_trees import settle
-from ..environments import Environment, of_probe
+from ..vcs.build_trees import settle
+from ..core.environments import Environment, of_probe
 from ..errors import UserError
-from ..git_mirrors import CheckoutError
-from ..history import Worktrees
-from ..search import RepeatPolicy, Verdict, runs_settled
-from ..submodules import SubmoduleCache
-from ..verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_probe,
-                        judge_run)
+from ..vcs.mirrors import CheckoutError
+from ..vcs.history import Worktrees
+from ..core.search import RepeatPolicy, Verdict, runs_settled
+from ..vcs.submodules import SubmoduleCache
+from ..core.verdicts import (BuildFact, ProbeOutcome, RunFact, judge_build, judge_probe,
+                             judge_run)
 
 if TYPE_CHECKING:
-    from ..artifacts import ArtifactStore
-    from ..history import History
-    from ..recipes import Recipe
-    from ..store import Store
+    from ..core.artifacts import ArtifactStore
+    from ..vcs.history import History
+    from ..core.recipes import Recipe
+    from ..core.store import Store
 
 PhaseCallback = Callable[["ProbeRequest", str], None]
 

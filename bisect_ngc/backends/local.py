@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import ArtifactStore
-from ..history import Worktrees
-from ..verdicts import BuildFact, RunFact
+from ..core.artifacts import ArtifactStore
+from ..vcs.history import Worktrees
+from ..core.verdicts import BuildFact, RunFact
 from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
                    ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env,
                    run_tests, test_plan)

@@ -1,0 +1,6 @@
+"""The command line, click only: it parses, calls and prints. main holds the group, bisect,
+plan and probe; cache, catalog, components, sessions and slurm the other commands; the
+rest is what they print (answers, summary_text, metric_text, json_output, progress, live,
+tracker, help_sections).
+
+May import: every package."""

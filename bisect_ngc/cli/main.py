@@ -1,0 +1,371 @@
+"""The `bisect-ngc` command line: it parses, calls and prints. What the options mean and
+how a question is wired live in question.py."""
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from . import json_output
+from .json_output import emit, json_option
+from .. import __version__
+from ..core.inputs import Settings, stop_if_needed
+from ..errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
+                      EXIT_NOT_IN_COMMITS, UserError)
+from .cache import cache
+from .components import components
+from .metric_text import print_measurement
+from ..vcs.mirrors import redact_url
+from .help_sections import RichGroup, epilog, install as install_help_sections
+from ..question.merges import branch_range
+from ..question.metric import metric_from
+from .catalog import releases, resolve
+from .sessions import log, report, status
+from .slurm import slurm
+from .progress import make_events, say
+from ..question.options import BISECTION, options, options_from
+from ..question.wiring import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
+from .answers import descended, report_or_none, session_summary
+from .summary_text import print_dry_run, print_summary
+from ..core.search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
+from ..core.records import SessionStatus
+from ..core.store import StateLock
+
+STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
+               "invalid-endpoints": EXIT_INVALID_ENDPOINTS,
+               "not-in-commits": EXIT_NOT_IN_COMMITS}
+
+
+@click.group(cls=RichGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="bisect-ngc")
+def cli() -> None:
+    """Find the upstream commit that changed a repro's behaviour.
+
+    \b
+    Between two NGC PyTorch releases (Docker, GPUs and nvcr.io access needed):
+      bisect-ngc bisect --from 24.09 --to 24.10
+    Any git repository, with a build and a test command:
+      bisect-ngc bisect --repo PATH --old GOOD --new BAD --build make --test "$PWD/t.sh"
+    Dry run (candidates, probes, rounds, base image and recipe; builds nothing):
+      bisect-ngc plan --from 24.09 --to 24.10
+    The release catalog:
+      bisect-ngc releases ; bisect-ngc resolve 24.09
+    On a Slurm cluster (the controller itself as a batch job):
+      bisect-ngc slurm submit --from 24.09 --to 24.10 --gpu-partition gpu
+    Sessions and the markdown report:
+      bisect-ngc status ; bisect-ngc log ; bisect-ngc report
+    Which part of the container makes two images differ (Docker):
+      bisect-ngc components --from IMAGE_A --to IMAGE_B --test 'python -m repro'
+    """
+
+
+BISECT_HELP = """Bisect between two revisions or releases on the first-parent path.
+
+Both endpoints are tested first. Killed or interrupted, the same command resumes
+where it stopped; verdicts are cached, so a repeated or overlapping bisection reuses
+them, and built wheels are reused across sessions and backends.
+
+\b
+Examples:
+  bisect-ngc bisect --repo . --old v1.0 --new main --test "$PWD/check.sh"
+  bisect-ngc bisect --repo . --old v1.0 --new main --test ./bench \\
+      --metric step_ms
+  bisect-ngc bisect --from 24.09 --to 24.10
+"""
+
+
+@cli.command(help=BISECT_HELP, epilog=epilog(EXIT_CODES_HELP, VERDICT_HELP, RELEASE_HELP))
+@options(*BISECTION)
+@json_option
+@click.pass_context
+def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, repeat_policy,
+           **params):
+    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
+    opts = options_from(params)
+    settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
+    settings.max_skips = max_skips or None
+    events = lambda: make_events(jobs, quiet or as_json and not sys.stderr.isatty())  # noqa: E731
+    with StateLock(opts.state):
+        q = ask(opts, say)
+        for note in opts.notes:
+            say(note)
+        if dry_run:
+            return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
+                            as_json)
+        q.backend.prepare()
+        bis, result = _run(q, q.bisection(settings, events(), metric=metric))
+        summary, titles = session_summary(q, bis, result)
+        inside = branch_range(q.span.history, result.first_new) \
+            if result.status == "found" and not no_descend else None
+        if inside is not None:
+            say(f"the answer {result.first_new[:12]} is a merge: bisecting the branch it "
+                "merged (--no-descend stops at the merge)")
+            inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
+            try:
+                summary, titles = descended(summary, titles, q, *_run(
+                    inner, inner.bisection(settings, events(), metric=metric)), ctx)
+            except BaseException:       # the same command resumes the outer session, then this
+                q.store.set_status(bis.session.id, SessionStatus.INTERRUPTED)
+                raise
+    if as_json:
+        emit(summary)
+    else:
+        print_summary(summary, titles, settings.probe_argv)
+        if summary["report"]:
+            click.echo(f"Report: {summary['report']}")
+    return STATUS_EXIT[summary["status"]]
+
+
+def _run(q, bis) -> tuple[Any, Any]:
+    try:
+        return bis, bis.run()
+    except KeyboardInterrupt:
+        sid = bis.session.id if bis.session else None
+        if sid:
+            report_or_none(q.store, sid)
+        raise UserError(f"interrupted; session {sid} is kept in {q.opts.state}",
+                        hint="run the same command again to resume: " +
+                        shlex.join(["bisect-ngc", *map(redact_url, _invocation["args"])]),
+                        code=EXIT_INTERRUPTED, session=sid) from None
+
+
+def _dry_run(bis, backend, as_json: bool) -> int:
+    step = bis.peek()
+    if not isinstance(step, list):
+        return print_dry_run([], [], as_json, result=step.status.value)
+    first = step[:bis.settings.jobs]        # what is submitted first: --jobs at a time
+    return print_dry_run(step, _scripts(backend, first), as_json)
+
+
+def _scripts(backend, requests) -> list[tuple[str, str]]:
+    """The scripts a backend would run for these probes, where it renders any."""
+    return list(getattr(backend, "dry_run", lambda reqs: [])(requests))
+
+
+@cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))
+@options(*BISECTION, "brief")
+@json_option
+@click.pass_context
+def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry_run,
+         **params):
+    """Dry run: candidates, expected probes and rounds, the recipe and where it would run.
+    Builds nothing and starts no container. Exits 2 when the candidates cannot be listed
+    (after printing the rest). Takes a `bisect` command line as it is."""
+    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
+    opts = options_from(params)
+    q = ask(opts, say, partial=True)
+    out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
+                           "endpoints": {}, "recipe": q.recipe.show(), "notes": opts.notes,
+                           "component": opts.component if opts.release_mode else None,
+                           "metric": metric.name if metric else None}
+    for side, ep in (("old", q.old), ("new", q.new)):
+        out["endpoints"][side] = {"label": ep.label, "kind": ep.kind, "rev": ep.rev,
+                                  "image": ep.image,
+                                  "release": ep.release.as_dict() if ep.release else None}
+    if q.span is None:
+        out.update(n_candidates=None,
+                   candidates_error=f"{q.span_error.message} ({q.span_error.hint})")
+    else:
+        n = len(q.span.candidates) - 1
+        titles = q.span.history.info([q.span.old, q.span.new])
+        out.update(n_candidates=n, expected_rounds=expected_rounds(n + 1, jobs),
+                   expected_probes=expected_probes(n + 1, jobs) * repeat,
+                   where=q.backend.describe(), tiers=_tier_plan(q, n + 1, jobs))
+        for side, sha in (("old", q.span.old), ("new", q.span.new)):
+            out["endpoints"][side].update(commit=sha, title=titles[sha].title)
+    if as_json:
+        emit(out)
+    else:
+        _print_plan(out, brief)
+    if q.span is None:
+        raise UserError(f"cannot list the candidates: {q.span_error.message}",
+                        hint=q.span_error.hint)
+    return 0
+
+
+def _tier_plan(q, n: int, jobs: int) -> list[dict[str, Any]]:
+    """The images first, when release mode probes them: which, and what they leave."""
+    images = q.image_points()
+    if not images:
+        return []
+    est = tiered_estimate(n, images, jobs)
+    return [{"tier": "image", "points": [images[i] for i in sorted(images)],
+             "expected_probes": est["tier_probes"], "expected_rounds": est["tier_rounds"]},
+            {"tier": "build", "widest": est["widest"], "expected_probes": est["build_probes"],
+             "expected_rounds": est["build_rounds"],
+             "base_image": "the older of the two adjacent releases the images narrow to"
+             if q.follows_narrowing() else q.recipe.image}]
+
+
+def _print_plan(out: dict[str, Any], brief: bool) -> None:
+    for side in ("old", "new"):
+        ep = out["endpoints"][side]
+        rel = ep["release"]
+        what = f"release {rel['name']} ({ep['image']}, torch {rel['torch_version']})" if rel \
+            and out["component"] == "torch" else ep["label"]
+        title = f" {ep['title']}" if ep.get("title") else ""
+        click.echo(f"{side}: {what}\n     commit {ep.get('commit') or ep['rev']}{title}")
+    if out.get("n_candidates") is None:
+        click.echo(f"candidates: unknown: {out.get('candidates_error')}")
+    else:
+        click.echo(f"{out['n_candidates']} commits after the old endpoint on the first-parent "
+                   f"path; without skips expect {out['expected_rounds']} round(s), at most "
+                   f"{out['expected_probes']} probe(s) with --jobs {out['jobs']}"
+                   + (" if everything were built" if out.get("tiers") else ""))
+        for t in out.get("tiers", []):
+            if t["tier"] == "image":
+                click.echo(f"first, images as they are (no build): {', '.join(t['points'])}; "
+                           f"at most {t['expected_probes']} probe(s) in "
+                           f"{t['expected_rounds']} round(s)")
+            else:
+                click.echo(f"then builds in {t['base_image']}: at most {t['widest']} commits "
+                           f"left, at most {t['expected_probes']} probe(s) in "
+                           f"{t['expected_rounds']} round(s), the two releases' own commits "
+                           f"first")
+    recipe = out["recipe"]
+    click.echo(f"backend: {out['backend']}")
+    for key, value in sorted(out.get("where", {}).items()):
+        click.echo(f"  {key}: {value}")
+    for key in ("base_image", "build_image"):
+        if recipe[key]:
+            click.echo(f"{key.replace('_', ' ')}: {recipe[key]}")
+    for key, value in sorted(recipe["settings"].items()):
+        click.echo(f"  {key}: {value}")
+    if recipe["with"]:
+        click.echo(f"with, after the probed torch: {', '.join(recipe['with'])}")
+    if brief and recipe["build_dockerfile"]:
+        click.echo("(without --brief: the rendered build and test scripts)")
+    else:
+        click.echo(f"build:\n{_indent(recipe['build'])}\ntest:\n"
+                   f"{_indent(recipe['test_with'] or recipe['test'])}")
+        if recipe["build_dockerfile"]:
+            click.echo(f"build image Dockerfile:\n{_indent(recipe['build_dockerfile'])}")
+    for note in out["notes"]:
+        click.echo(f"note: {note}")
+
+
+def _indent(text: str | None) -> str:
+    return "\n".join("    " + line for line in (text or "(none)").rstrip().splitlines())
+
+
+@cli.command(epilog=epilog(VERDICT_HELP))
+@options(*BISECTION, "commit")
+@json_option
+@click.pass_context
+def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, dry_run,
+          **params):
+    """Build and test one commit now, bypassing the result cache, and exit with its
+    verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line with --commit added
+    (--jobs and --max-skips have no effect on one probe); `bisect` prints the probe
+    commands that re-check its answer.
+
+    With --metric NAME it measures instead: --runs-per-round runs, one at a time, each
+    number printed, then their median and spread; exit 0 when every run gave a number,
+    125 when none did, 1 otherwise."""
+    metric = metric_from(ctx, params, jobs=1, repeat=repeat, repeat_policy=repeat_policy)
+    if not (params["old"] or params["from_"]):
+        params.update(old=commit, new=commit)
+    opts = options_from(params)
+    sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
+    with StateLock(opts.state):
+        q = ask(opts, say, commit=commit)
+        q.backend.prepare()
+        bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
+                          metric=metric)
+        first = bis.request(sid, 0, 0)
+        if dry_run:
+            return print_dry_run([first], _scripts(q.backend, [first]), as_json)
+        reqs = [first] if metric is None else [
+            replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
+            for k in range(metric.rule.block)]
+        outcomes = []
+        try:
+            for req in reqs:      # one at a time: a measurement has the machine to itself
+                outcomes += [out for _, out in q.backend.run_round([req], lambda r, p: None)]
+        except KeyboardInterrupt:
+            q.backend.cancel()
+            raise
+    if metric is not None:
+        return print_measurement(first.commit, metric.name, outcomes, as_json)
+    outcome, = outcomes
+    stop_if_needed(first, outcome)      # a crash is no verdict here either: exit 2
+    code = {"pass": 0, "fail": 1, "skip": 125}[outcome.verdict.value]
+    if as_json:
+        emit({"commit": first.commit, "verdict": outcome.verdict.value, "exit_code": code,
+              "reason": outcome.reason, "logs": {k: str(v) for k, v in outcome.logs.items()}})
+        return code
+    why = f" ({outcome.reason})" if outcome.reason else ""
+    click.echo(f"{first.commit[:12]}: {outcome.verdict.value}{why}")
+    for name, path in outcome.logs.items():
+        click.echo(f"  {name} log: {path}")
+    return code
+
+
+for command in (status, log, report, slurm, releases, resolve, cache, components):
+    cli.add_command(command)
+install_help_sections(cli)
+
+
+# The command line as given (for the resume hint), and the signal that stopped it, if one did.
+_invocation: dict[str, Any] = {"args": [], "signal": None}
+
+
+def _on_signal(signum, frame):
+    _invocation["signal"] = signum
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Installed, not inherited: a shell starts `bisect-ngc ... &` with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # a lost terminal cleans up like Ctrl-C
+        signal.signal(sig, _on_signal)
+    args = sys.argv[1:] if argv is None else argv
+    _invocation.update(args=list(args), signal=None)
+    json_output.reset()
+    try:
+        rv = cli.main(args=args, prog_name="bisect-ngc", standalone_mode=False)
+    except UserError as exc:
+        return _fail(exc.code, exc.message, exc.hint, **exc.facts)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        if "--json" in args:    # asked for, though parsing stopped before it was read
+            json_output.request()
+        if not json_output.requested():
+            exc.show()
+            return exc.exit_code
+        return _fail(exc.exit_code, exc.format_message(),
+                     "see --help" if isinstance(exc, click.UsageError) else "")
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        return _fail(EXIT_INTERRUPTED, "interrupted")
+    return rv if isinstance(rv, int) else 0
+
+
+def _fail(code: int, message: str, hint: str = "", **facts: Any) -> int:
+    """One sentence and a hint on stderr; with --json also one object on stdout. An
+    interruption by SIGTERM or SIGHUP exits 128 + its number, as shells do; Ctrl-C 130."""
+    interrupted = code == EXIT_INTERRUPTED
+    if interrupted and _invocation["signal"]:
+        code = 128 + _invocation["signal"]
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    if json_output.requested():
+        json_output.print_error("interrupted" if interrupted else "error", code,
+                                message, hint, **facts)
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,9 @@
+"""The bisection itself, whatever is bisected and wherever it runs.
+
+search (pure: verdicts in, next probes or an answer out), verdicts (what a backend saw ->
+a verdict), environments, keys, records and store (the state in SQLite), artifacts (built
+outputs), recipes (what a probe builds and tests), probes (the Backend protocol and its
+requests), inputs (what a bisection is run with), engine (the loop), verification and
+rerun (the answer run again before it is given).
+
+May import: vcs, and the pure leaves of other packages."""

@@ -1,0 +1,396 @@
+"""Drives one bisection: search -> cache -> backend -> store, round after round.
+
+Cheaper tiers go first: each narrows the range as far as its prebuilt artifacts allow
+(NGC images as they are, then nightly wheels), and builds search only what is left. In
+that last stretch a commit whose diff to a built neighbour is Python-only is probed as an
+overlay of the neighbour's wheel (wheel_overlay.Overlays) instead of being built."""
+from __future__ import annotations
+
+import shlex
+import time
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..backends.base import Backend, ProbeOutcome, ProbeRequest, Source, in_batches
+from .environments import Environment, paired
+from .recipes import Recipe
+from .inputs import Events, Range, Settings, Tier, stop_if_needed
+from .search import (Result, Round, Status, Verdict, next_in_subset,
+                     next_step, open_interval, skip_limit)
+from .keys import CacheKey, digest
+from .rerun import verified
+from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
+                      finished)
+from .store import Store
+
+if TYPE_CHECKING:
+    from ..attribution.swap_probes import ImageSwaps
+    from ..prebuilt.wheel_overlay import Overlays
+
+
+class Bisection:
+    verifies = True       # the answer's pair is run again before it is given (rerun.py)
+
+    def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
+                 settings: Settings | None = None, *, events: Events | None = None,
+                 ships: Callable[[str], list[dict[str, str]]] | None = None,
+                 tiers: list[Tier] | None = None, overlays: "Overlays | None" = None,
+                 swaps: "ImageSwaps | None" = None,
+                 rebase: Callable[[str], tuple[Recipe, Backend, "Overlays | None"]] | None = None):
+        self.store = store
+        self.span = span
+        self.settings = settings or Settings()
+        self.events = events or Events()
+        self.ships = ships or (lambda sha: [])
+        self.tiers = [t for t in tiers or [] if t.sources]
+        self.overlays = overlays
+        self.swaps = swaps
+        self.rebase = rebase      # builds follow the images' narrowing into the older release
+        self._followed = False
+        self._carries: dict[tuple[int, int], bool | None] = {}
+        self._between = (0, len(span.candidates) - 1)   # the images last compared
+        self._adopt(recipe, backend)
+        self.identity = {
+            "repo": span.repo_id, "old": span.old, "new": span.new, "backend": backend.name,
+            "recipe": self.build_key, "test": self.test_key, "env": self.env,
+        }
+        self.key = digest(self.identity)[:10]
+        self.session: SessionRecord | None = None
+        # The evidence rule: an image's verdict and a build's are compared only after the
+        # image's own commit was probed in the build environment too.
+        self.image_verdicts: dict[int, Verdict] = {}
+        self.wheel_verdicts: dict[int, Verdict] = {}
+
+    def open_session(self) -> tuple[SessionRecord, bool]:
+        """Resume the unfinished session for this exact question, or start a new one."""
+        sid, _ = self.predicted_session()
+        existing = self.store.session(sid)
+        if existing is not None:
+            return existing, True
+        s = self.settings
+        params = SessionParams(
+            key=self.key, identity=self.identity, jobs=s.jobs, repeat=s.repeat,
+            policy=s.policy.value, backend=self.backend.describe(), recipe=self.recipe.show(),
+            labels=self.span.labels, origin=self.span.history.web_origin(),
+            subject=self.recipe.subject, probe_argv=s.probe_argv)
+        self.store.create_session(sid, params, self.span.candidates)
+        return self.store.session(sid), False
+
+    def cache_key(self, commit: str, source: Source | None = None) -> CacheKey:
+        if source is None:
+            return CacheKey(self.span.repo_id, commit, self.build_key, self.test_key, self.env)
+        return CacheKey(self.span.repo_id, commit, digest([source.tier, source.ref]),
+                        digest([self.test_key, source.tier]), self.env)
+
+    def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
+        """The cheapest tier that can still narrow the range, and its round; else builds."""
+        n = len(self.span.candidates)
+        tier, step = self._plan(n, verdicts)
+        if tier is None:
+            checked = self._same_environment(n, verdicts)
+            if checked is not None:
+                return None, checked
+        stop = skip_limit(n, verdicts, self.settings.max_skips)
+        return (None, stop) if isinstance(step, Round) and stop is not None else (tier, step)
+
+    def _plan(self, n: int, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
+        for tier in self.tiers:
+            step = next_in_subset(n, verdicts, tier.sources, self.settings.jobs)
+            if step is not None:
+                return tier, step
+        cheap = {}
+        if self.overlays is not None and 0 in verdicts and n - 1 in verdicts:
+            cheap = self.overlays.cheap(*open_interval(n, verdicts), verdicts)
+        return None, next_step(n, verdicts, self.settings.jobs, cheap=cheap)
+
+    def _adopt(self, recipe: Recipe, backend: Backend) -> None:
+        """Probe with this recipe and backend from now on, under their cache keys."""
+        self.recipe, self.backend = recipe, backend
+        self.build_key = recipe.build_key()
+        self.test_key = digest([recipe.test_key(), self.settings.repeat,
+                                self.settings.policy.value])
+        self.env = backend.environment()
+
+    def _follow_narrowing(self, verdicts: dict[int, Verdict]) -> None:
+        """Once images narrow no further, builds run in the older of the two releases they
+        narrowed to, not in the image --from named (months older than these commits)."""
+        n = len(self.span.candidates)
+        images = [t for t in self.tiers if t.name == "image"]
+        if self.rebase is None or self._followed or not images or not self.image_verdicts or \
+                any(next_in_subset(n, verdicts, t.sources, self.settings.jobs) for t in images):
+            return
+        self._followed = True
+        ref = self._image_ref(open_interval(n, verdicts)[0])
+        if ref is None or ref == self.recipe.image:
+            return
+        recipe, backend, self.overlays = self.rebase(ref)
+        backend.prepare()
+        self._adopt(recipe, backend)
+
+    def _paired(self, found: Result) -> Result:
+        """The last guard against a confident wrong answer (environments.paired)."""
+        envs = {p.idx: Environment.from_dict(p.details.get("environment"))
+                for p in self.store.probes(self.session.id)}
+        return paired(found, {i: e for i, e in envs.items() if e is not None})
+
+    def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
+        """A verdict for the search; where an image decided a commit, the search keeps the
+        image's verdict and a build's is kept aside for _same_environment."""
+        i = rec.idx
+        if rec.details.get("tier") == "image":
+            self.image_verdicts[i] = verdicts[i] = rec.verdict
+            return
+        self.wheel_verdicts[i] = rec.verdict
+        verdicts[i] = self.image_verdicts.get(i, rec.verdict)
+
+    def _same_environment(self, n: int, verdicts: dict[int, Verdict]) -> Round | Result | None:
+        """Before builds take over from images: probe the interval's ends that only an
+        image decided in the build environment; stop if it disagrees with the image."""
+        old, new = verdicts.get(0), verdicts.get(n - 1)
+        if not self.image_verdicts or old is None or new is None or old is new or \
+                Verdict.SKIP in (old, new):
+            return None
+        lo, hi = open_interval(n, verdicts)
+        ends = [i for i in (lo, hi) if i in self.image_verdicts]
+        self._between = (lo, hi)
+        for i in ends:
+            built = self.wheel_verdicts.get(i)
+            if built is not None and built is not self.image_verdicts[i]:
+                return self._not_in_commits(i, built, lo, hi, old, new)
+        need = tuple(i for i in ends if i not in self.wheel_verdicts)
+        what = self.recipe.bisected
+        if len(need) == 2 and self._carries_it(lo, hi) is False:
+            return Result(Status.NOT_IN_COMMITS, last_old=lo, old_outcome=old, new_outcome=new,
+                          explanation=f"{self._image_label(lo)} with the {what} of "
+                                      f"{self._image_label(hi)} put in place still behaves "
+                                      f"{self.image_verdicts[lo].value}: the difference is not in "
+                                      f"{what} (nothing was built)")
+        return Round(need) if need else None
+
+    def _image_ref(self, i: int) -> str | None:
+        return next((t.sources[i].ref for t in self.tiers if t.name == "image" and
+                     i in t.sources), None)
+
+    def _image_label(self, i: int) -> str:
+        return next((t.sources[i].label for t in self.tiers if i in t.sources),
+                    self.span.candidates[i][:12])
+
+    def _carries_it(self, lo: int, hi: int) -> bool | None:
+        """One swap, no build: the older image with the newer one's files of what is
+        bisected (PyTorch, or --component's)."""
+        if self.swaps is None or None in (self._image_ref(lo), self._image_ref(hi)):
+            return None
+        if (lo, hi) not in self._carries:
+            self._carries[lo, hi] = self.swaps.carries(self._image_ref(lo),
+                                                       self._image_ref(hi))
+        return self._carries[lo, hi]
+
+    def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
+                        new: Verdict) -> Result:
+        name, what = self._image_label, self.recipe.bisected
+        base = self.recipe.image or "this host"
+        if built is Verdict.SKIP:
+            return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
+                          explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
+                                      f"{what} at its commit could not be tested in {base}, so "
+                                      f"no build can be compared with it",
+                          old_outcome=old, new_outcome=new)
+        return Result(Status.NOT_IN_COMMITS, last_old=lo,
+                      rests_on=((i, "image", self.image_verdicts[i]), (i, "build", built)),
+                      explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
+                                  f"{what} at its commit ({self.span.candidates[i][:12]}) built "
+                                  f"in {base} behaves {built.value}: the difference is not in "
+                                  f"{what}'s commits between {name(lo)} and {name(hi)}; another "
+                                  f"part of the container (or NVIDIA's build of {what}) made it",
+                      old_outcome=old, new_outcome=new)
+
+    def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
+                ) -> tuple[Source | None, ProbeRecord | None]:
+        """How to probe candidate i, and its cached verdict if there is one: a prebuilt
+        tier's artifact; in the build tier its build, or an overlay where one is safe."""
+        commit = self.span.candidates[i]
+        source = tier.sources[i] if tier else None
+        hit = self._cached(commit, source)
+        if hit is None and tier is None and self.overlays is not None:
+            overlay = self.overlays.source(i, lo, hi)
+            if overlay is not None:
+                return overlay, self._cached(commit, overlay)
+        return source, hit
+
+    def run(self) -> SessionResult:
+        self.session, resumed = self.open_session()
+        sid = self.session.id
+        done = self.store.probes(sid)
+        self.events.session(self.session, len(done) if resumed else -1)
+        self._remember([self.span.old, self.span.new])
+        self.store.set_status(sid, SessionStatus.RUNNING)
+        verdicts: dict[int, Verdict] = {}
+        for p in done:
+            self._note(p, verdicts)
+        rnd = max((p.round for p in done), default=0)
+        try:
+            while True:
+                self._follow_narrowing(verdicts)
+                tier, step = self.plan(verdicts)
+                if isinstance(step, Result):
+                    step, rnd = verified(self, sid, rnd, self._paired(step))
+                    result = self.result(step)
+                    self.store.set_status(sid, SessionStatus(step.status.value), result)
+                    return result
+                rnd += 1
+                self._round(sid, rnd, step, verdicts, tier)
+        except BaseException:
+            self.backend.cancel()
+            self.store.set_status(sid, SessionStatus.INTERRUPTED)
+            raise
+        finally:
+            self.events.close()
+
+    def _remember(self, shas: list[str]) -> None:
+        """Commit titles go to the store as probes happen: reports never open the repo."""
+        self.store.remember_commits(self.span.history.info(shas).values())
+
+    def _cached(self, commit: str, source: Source | None = None) -> ProbeRecord | None:
+        return self.store.cache_get(self.cache_key(commit, source),
+                                    skips=not self.settings.retry_skips)
+
+    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
+               tier: Tier | None = None) -> None:
+        lo, hi = open_interval(len(self.span.candidates), verdicts)
+        self.events.round(rnd, step.indices, lo, hi, tier.name if tier else "build")
+        requests = []
+        for i in step.indices:
+            commit = self.span.candidates[i]
+            source, hit = self._lookup(tier, i, lo, hi)
+            if hit is None and source is not None and source.tier == "overlay":
+                made = self.overlays.make(i, source)
+                if not made:
+                    source = None    # refused: build it after all (no build verdict cached)
+            if hit is not None:
+                hit.round, hit.idx = rnd, i
+                hit.started = hit.ended = time.time()
+                self.store.add_probe(sid, hit)
+                self._remember([commit])
+                self._note(hit, verdicts)
+                self.events.probe(hit)
+                continue
+            requests.append(self.request(sid, i, len(requests) % self.settings.jobs, source))
+        if not requests:
+            return
+        for req, outcome, started in self.run_requests(requests):
+            stop_if_needed(req, outcome)
+            rec = self._record(rnd, req, outcome, started)
+            self.store.add_probe(sid, rec)
+            self._remember([req.commit])
+            if outcome.cacheable:
+                self.store.cache_put(self.cache_key(req.commit, req.source), rec)
+            self._note(rec, verdicts)
+            self.events.probe(rec)
+
+    def run_requests(self, requests: list[ProbeRequest]
+                     ) -> Iterator[tuple[ProbeRequest, ProbeOutcome, float]]:
+        return in_batches(self.backend, requests, self.settings.jobs, self.events.phase)
+
+    def request(self, sid: str, index: int, slot: int,
+                source: Source | None = None) -> ProbeRequest:
+        commit = self.span.candidates[index]
+        logs = self.store.root / "logs" / sid / commit[:12]
+        return ProbeRequest(
+            session=sid, commit=commit, index=index, slot=slot, runs=self.settings.repeat,
+            policy=self.settings.policy, log_dir=logs / source.tier if source else logs,
+            artifacts_dir=self.store.root / "artifacts" / self.build_key[:12] / commit,
+            expect_commit=self.recipe.expect_torch_commit, source=source)
+
+    def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
+        """The session a run would use now, and its verdicts so far; changes nothing."""
+        mine = [s for s in self.store.sessions() if s.params.key == self.key]
+        unfinished = [s for s in mine if not finished(s.status)]
+        if unfinished:
+            return unfinished[0].id, self.store.verdicts(unfinished[0].id)
+        return f"{self.key}-{len(mine) + 1}", {}
+
+    def peek(self) -> Result | list[ProbeRequest]:
+        """The probes the next round would run (cache hits left out), or the result."""
+        sid, verdicts = self.predicted_session()
+        while True:
+            tier, step = self.plan(verdicts)
+            if isinstance(step, Result):
+                return step
+            lo, hi = open_interval(len(self.span.candidates), verdicts)
+            found = {i: self._lookup(tier, i, lo, hi) for i in step.indices}
+            src = {i: source for i, (source, _) in found.items()}
+            hits = {i: hit for i, (_, hit) in found.items()}
+            wanted = [i for i in step.indices if hits[i] is None]
+            if wanted:
+                return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
+            verdicts.update({i: hit.verdict for i, hit in hits.items()})
+
+    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
+                started: float) -> ProbeRecord:
+        details = dict(out.details, tier=req.tier.value,
+                       environment=req.environment(
+                           self.recipe.image, [c.label for c in self.recipe.companions]).as_dict())
+        if req.source:
+            details["source"] = req.source.label
+            if req.source.why:
+                details["source_why"] = req.source.why
+            if req.source.tier == "overlay":
+                details["overlay_of"] = req.source.reports
+        if out.checkout_s is not None:
+            details["checkout_s"] = round(out.checkout_s, 3)
+        return ProbeRecord(
+            round=rnd, idx=req.index, commit=req.commit, verdict=out.verdict, reason=out.reason,
+            exit_code=out.exit_code, build_s=out.build_s, test_s=out.test_s,
+            runs=[v.value for v in out.runs], cached=False, started=started, ended=time.time(),
+            logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=details)
+
+    def _skip_summary(self, found: Result) -> str:
+        """Where the untestable commits lie and why they were skipped, most often."""
+        cands = self.span.candidates
+        skipped = {p.commit: p.reason for p in self.store.probes(self.session.id)
+                   if p.verdict is Verdict.SKIP}
+        reason, count = _most_common(list(skipped.values()))
+        first, last = found.skipped[0], found.skipped[-1]
+        probe = shlex.join((self.settings.probe_argv or ["bisect-ngc", "probe"]) +
+                           ["--commit", cands[first]])
+        return (f"; untestable: {len(found.skipped)} of the commits {cands[first][:12]} "
+                f"(#{first}) .. {cands[last][:12]} (#{last}), most often because "
+                f"\"{reason}\" ({count} of {len(skipped)}); check the test at one of them with "
+                f"`{probe}`, or raise --max-skips")
+
+    def result(self, found: Result) -> SessionResult:
+        cands = self.span.candidates
+        sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
+        reasons, explanation, components = {}, found.explanation, None
+        if found.status.value == "invalid-endpoints":
+            by_idx = {p.idx: p for p in self.store.probes(self.session.id)}
+            seen = []
+            for side, i in (("old", 0), ("new", len(cands) - 1)):
+                p = by_idx.get(i)
+                if p and (p.verdict is Verdict.SKIP or p.exit_code == 127):
+                    reasons[side] = p.reason
+                if p and p.details.get("source"):
+                    seen.append(f"{p.details['source']}: {p.verdict.value}")
+            if seen:
+                explanation += f" ({'; '.join(seen)}; nothing was built)"
+        if found.stopped_early:
+            explanation += self._skip_summary(found)
+        if found.status is Status.NOT_IN_COMMITS and self.swaps is not None:
+            images = [self._image_ref(i) for i in self._between]
+            if None not in images:
+                components = self.swaps.attribute(*images)
+        first = sha(found.first_new)
+        return SessionResult(
+            status=found.status.value, first_new=first, last_old=sha(found.last_old),
+            candidates=[cands[i] for i in found.candidates],
+            old_outcome=found.old_outcome.value if found.old_outcome else None,
+            new_outcome=found.new_outcome.value if found.new_outcome else None,
+            skipped=[cands[i] for i in found.skipped], explanation=explanation,
+            n_candidates=len(cands) - 1, endpoint_reasons=reasons,
+            ships=self.ships(first) if first else [], components=components)
+
+
+def _most_common(reasons: list[str]) -> tuple[str, int]:
+    counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    return max(counts.items(), key=lambda kv: kv[1]) if counts else ("", 0)

@@ -1,0 +1,84 @@
+"""What a bisection is run with: the range, prebuilt tiers, settings and progress hooks,
+and the two ways a probe can stop it (an interruption, a crashed test)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import ProbeOutcome, ProbeRequest, Source
+from ..errors import UserError
+from ..vcs.history import History
+from .records import ProbeRecord, SessionRecord
+from .search import RepeatPolicy
+from .verification import DEFAULT_VERIFY
+
+
+class Interrupted(KeyboardInterrupt):
+    """A probe ended by an interruption (Ctrl-C reached its container or process first):
+    nothing is recorded for it, and the run stops as if interrupted itself."""
+
+
+def stop_if_needed(req: ProbeRequest, outcome: ProbeOutcome) -> None:
+    """Before a probe is recorded: an interrupted one stops the run, and so does a test that
+    exited 128 or above or died of a signal (not --timeout's), as in `git bisect run`: a
+    crash or a kill says nothing about the behaviour, and a silent skip could leave a found
+    answer that rests on it unseen. Nothing is recorded, so the same command runs that
+    probe again."""
+    if outcome.transient:
+        raise Interrupted(f"the probe of {req.commit[:12]} was interrupted")
+    if outcome.crashed is not None:
+        how = f"was killed by signal {-outcome.crashed}" if outcome.crashed < 0 else \
+            f"exited {outcome.crashed}"
+        raise UserError(
+            f"the test {how} at {req.commit[:12]}: an exit code of 128 or above, or a "
+            "signal, stops the bisection, as in `git bisect run` (a crash is no verdict)",
+            hint=f"see the log in {req.log_dir}; fix the test, or make it exit 125 to skip "
+                 "such a commit or 1 to count it as the new behaviour; then run the same "
+                 "command again to resume")
+
+
+@dataclass
+class Range:
+    """What is being bisected: a repository and a first-parent candidate list."""
+
+    history: History
+    old: str
+    new: str
+    candidates: list[str]
+    repo_id: str
+    labels: dict[str, Any]     # how the user named the endpoints (release, image, rev)
+
+
+@dataclass
+class Tier:
+    """Prebuilt artifacts of one kind, by candidate index."""
+
+    name: str                       # "image" | "nightly"
+    sources: dict[int, Source]
+
+
+class Events:
+    """Progress hooks; the CLI's displays override what they show."""
+
+    def session(self, record: SessionRecord, resumed: int) -> None: ...
+    def round(self, number: int, indices: tuple[int, ...], lo: int, hi: int,
+              tier: str = "build") -> None: ...
+    def phase(self, req: ProbeRequest, phase: str) -> None: ...
+    def probe(self, rec: ProbeRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+# Past this many untestable commits a bisection stops and says so: a person would rather
+# hear early that the test does not run there than wait for every commit of the stretch.
+DEFAULT_MAX_SKIPS = 32
+
+
+@dataclass
+class Settings:
+    jobs: int = 1
+    repeat: int = 1
+    policy: RepeatPolicy = RepeatPolicy.ANY
+    retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
+    max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
+    verify: int = DEFAULT_VERIFY       # fresh probes of each side of the answer (rerun.py)
+    probe_argv: list[str] = field(default_factory=list)

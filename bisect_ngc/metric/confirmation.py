@@ -1,0 +1,132 @@
+"""The answer's own evidence, for metric verdicts: its pair called again by fresh runs
+(`confirm`), how far the pair's commits lie apart (`pair`), whether a range holds change
+outside the pair (`leftover`), and a change's share of the whole (`share`). Pure."""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Mapping
+
+from . import sequential as seq
+from .comparator import (Call, Difference, Rule, Sample, Shift, all_positive, classify,
+                         corrected, machine_states, numbers, references, settled_at)
+from ..core.search import Result, Status, Verdict
+
+
+# Runs each commit of the answer's pair needs before it is given: no answer rests on one run.
+CONFIRM_RUNS = 2
+
+
+def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
+    """How far hi lies from lo, by their runs of the rounds that measured both (None if no
+    round did), judged with the noise of every commit measured: "differ" when significant
+    at p, one-sided, in the direction of the endpoints' change."""
+    positive = all_positive(samples)
+    st = machine_states(samples, positive)
+    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
+              for i, s in samples.items() if s}
+    s, dof = seq.pooled(list(folded.values()))
+    if st:
+        s = st.sigma
+    runs = [list(zip((r for r, _ in samples[i]), folded[i])) for i in (lo, hi)]
+    common = {r for r, _ in runs[0]} & {r for r, _ in runs[1]}
+    if not common:
+        return None
+    a, b = ([v for r, v in side if r in common] for side in runs)
+    ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
+    sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
+    delta, low, high, p = seq.shifted(a, b, s, dof, rule.p)
+    base = statistics.median(numbers(samples[lo], common))
+    rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
+    one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
+    call = "differ" if one_sided <= rule.p else "unknown"
+    return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - rule.p),
+                      len(a), len(b))
+
+
+def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
+               rule: Rule) -> Call:
+    """i's call again, at error rates p / 10, on its runs after the first ones that made
+    its call (runs in the order they were taken): the runs that made a decision cannot
+    check it, for they are the ones that happened to lean. (An answer is wrong only when
+    its pair was called wrong and this check then agrees with that call.)"""
+    positive = all_positive(samples)
+    st = machine_states(samples, positive)
+    x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
+    values = numbers(x)
+    call = classify(values, old, new, rule, rule.search_alpha, st)
+    made = next((k for k in range(1, len(values) + 1)
+                 if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
+                len(values))
+    return classify(values[made:], old, new, rule, rule.p / 10, st)
+
+
+def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+            rule: Rule, verdicts: Mapping[int, Verdict], fresh_ends: bool = True
+            ) -> Result | tuple[int, ...]:
+    """The answer's own evidence, fresh: each commit of the pair (last old, first new) that
+    is not an endpoint is called the same way again by runs taken after its decision
+    (`fresh_call`), and the pair differs (`pair`), an endpoint with its runs after the
+    endpoints' decision (`fresh_ends`; a part of a range split by segments.plan has ends
+    compared side by side since its split). Returns the result (ambiguous, with the
+    numbers, if that fails within --max-runs), or the commits that need more runs."""
+    if found.status is not Status.FOUND:
+        return found
+    lo, hi = found.last_old, found.first_new
+    n = max(samples) + 1
+    want = {lo: Call.LIKE_OLD, hi: Call.LIKE_NEW}
+    more = tuple(i for i in (lo, hi) if i not in (0, n - 1) and
+                 fresh_call(i, samples, verdicts, rule) is not want[i])
+    # An endpoint in the pair counts only its runs after the endpoints' decision: the ones
+    # before made it, and may have leant (a false difference would then name a commit).
+    # (One at --max-runs already cannot get them: the answer is then ambiguous.)
+    since = (settled_at(n, samples, rule) or (None, -1))[1] if fresh_ends else -1
+    fresh = {i: [(r, v) for r, v in s if i not in (lo, hi) or i not in (0, n - 1) or r > since]
+             for i, s in samples.items()}
+    more += tuple(i for i in (lo, hi) if i in (0, n - 1) and len(fresh[i]) < CONFIRM_RUNS)
+    d = pair(lo, hi, fresh, rule) if all(fresh[i] for i in (lo, hi)) else None
+    if not more and d is not None and d.call == "differ":
+        return found
+    more = tuple(i for i in (more or (lo, hi)) if attempts.get(i, 0) < rule.max_runs)
+    if more:
+        return more
+    return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
+                  new_outcome=found.new_outcome, skipped=found.skipped,
+                  explanation=f"the search ends between #{lo} and #{hi}, but fresh runs of "
+                              f"them do not keep them apart" +
+                              (f": {d.describe(rule)}" if d else "") +
+                              "; the change may be spread over several commits")
+
+
+def leftover(a: int, b: int, lo: int, hi: int, samples: Mapping[int, Sample],
+             rule: Rule) -> bool:
+    """Whether a to b changes by more than the pair lo to hi does, in a to b's direction,
+    significantly at p (one-sided, the noise of every commit measured) and by at least
+    --min-change: the segment holds another change besides the pair's worth naming (a
+    machine that drifted a little between rounds is not one)."""
+    from scipy import stats
+    positive = all_positive(samples)
+    st = machine_states(samples, positive)
+    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
+              for i, s in samples.items() if s}
+    s, dof = seq.pooled(list(folded.values()))
+    s = st.sigma if st else s
+    m = {i: seq.trimmed(folded[i])[0] for i in (a, b, lo, hi)}
+    sign = 1 if m[b] >= m[a] else -1
+    parts = [(b, hi), (lo, a)]          # (b - hi) + (lo - a): the change outside the pair
+    used = {i for x, y in parts if x != y for i in (x, y)}
+    if not used:
+        return False
+    delta = sign * sum(m[x] - m[y] for x, y in parts)
+    se = 1.25 * s * math.sqrt(sum(1 / len(folded[i]) for i in used))
+    big = abs(seq.relative(delta, statistics.median(numbers(samples[a])), positive))
+    return big >= rule.min_change and float(stats.t.sf(delta / se, dof)) <= rule.p
+
+
+def share(part: float, total: float) -> float:
+    """A change's share of the total, both relative changes: on a log scale (two +5% steps
+    are half each of +10.25%), or as they are where a change reaches -100% (a metric
+    that crosses zero)."""
+    if part > -1 and total > -1 and math.log1p(total):
+        return math.log1p(part) / math.log1p(total)
+    return part / total if total else 0.0

@@ -1,0 +1,248 @@
+"""Bisection on a metric (`--metric NAME`): each probe is one run, one number.
+
+The test prints NAME in its last JSON line; a run that exits non-zero, or prints no such
+number, measured nothing and is tried again. A round runs the commits asked for one at a
+time, with a run of each open end as the drift guard, and stops running a commit once it
+is decided. segments.plan turns the samples into what to run next or the answer (every
+change in the range, each pair confirmed by fresh runs). Numbers of other sessions never
+decide. Only builds are compared: an NGC image or a nightly is built another way, and its
+speed says nothing about a commit.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+from repro.measure import gpu_clocks
+
+from ..backends.base import ProbeOutcome, ProbeRequest, Source
+from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
+                         guard, judge, numbers, settled, together)
+from .confirmation import pair, share
+from . import segments
+from ..core.inputs import Tier
+from ..core.engine import Bisection
+from ..core.search import Result, Round, Status, Verdict, open_interval, skip_limit
+from ..core.keys import digest
+from ..core.records import ProbeRecord, SessionResult
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    rule: Rule
+
+    @property
+    def direction(self) -> str:
+        return "lower" if self.rule.lower_is_better else "higher"
+
+
+def metric_value(details: dict[str, Any], name: str) -> float | None:
+    """NAME (a dotted path into nested objects) from a run's JSON line, if it is a number."""
+    value: Any = details
+    for part in [name] if name in details else name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def measurement(out: ProbeOutcome, name: str) -> tuple[float | None, str]:
+    """One run's number, or why it has none."""
+    if out.verdict is Verdict.SKIP:
+        return None, out.reason
+    if out.verdict is Verdict.FAIL:
+        return None, f"the test failed (exit {out.exit_code}): nothing measured"
+    value = metric_value(out.details, name)
+    if value is None:
+        keys = ", ".join(sorted(out.details)[:12]) or "no JSON line"
+        return None, f"the test printed no number {name!r} (its last JSON line has: {keys})"
+    return value, f"{name} = {value:g}"
+
+
+def spread(sample: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(sample, n=4) if len(sample) >= 2 else [sample[0]] * 3
+    return {"n": len(sample), "median": statistics.median(sample), "q1": q[0], "q3": q[2],
+            "min": min(sample), "max": max(sample)}
+
+
+class MeasuredBisection(Bisection):
+    verifies = False      # its answer is confirmed by fresh samples (comparator.confirm) instead
+    def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
+        self.metric = metric
+        self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
+        self.attempts: dict[int, int] = {}
+        self.tried: dict[int, list[int]] = {}      # the round of every run, numbers or not
+        self.changes: tuple[tuple[int, int], ...] = ()   # every change found
+        super().__init__(*args, **kwargs)
+
+    def _adopt(self, recipe, backend) -> None:
+        super()._adopt(recipe, backend)
+        self.test_key = digest([self.test_key, "metric", self.metric.name])
+
+    def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
+        n, rule = len(self.span.candidates), self.metric.rule
+        p = segments.plan(n, self.samples, self.attempts, rule)
+        verdicts.clear()
+        verdicts.update(p.verdicts)
+        if p.more:
+            return None, Round(p.more)
+        if p.difference is not None and p.difference.call != "differ":
+            what = ("do not differ" if p.difference.call == "same" else
+                    f"could not be told apart within --max-runs {rule.max_runs}")
+            return None, Result(Status.INVALID_ENDPOINTS, explanation=(
+                f"the endpoints {what} in {self.metric.name}: "
+                f"{p.difference.describe(rule)}; " + (
+                    "there is no change to bisect" if p.difference.call == "same" else
+                    "raise --max-runs, or --min-change if the change is smaller")))
+        stop = skip_limit(n, verdicts, self.settings.max_skips)
+        if p.step:
+            return None, stop or Round(p.step)
+        self.changes = p.changes
+        return None, p.result
+
+    def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
+                ) -> tuple[Source | None, ProbeRecord | None]:
+        """Numbers of another session (another machine state, another day) never decide:
+        every number this session compares, it measured itself."""
+        return super()._lookup(tier, i, lo, hi)[0], None
+
+    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
+               tier: Tier | None = None) -> None:
+        """Up to `block` passes, one run of each commit a pass. The first pass also runs each
+        end of the open interval once (`comparator.guard`: their numbers show the machine's
+        drift, by which this round's numbers are corrected); later passes run only the
+        commits still undecided, so a commit far from one side costs one run."""
+        n, rule = len(self.span.candidates), self.metric.rule
+        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, self.attempts, rule))))
+        for _ in range(rule.block):
+            todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
+                         (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
+            if not todo:
+                return
+            for i in todo:      # one at a time: a backend runs a round's probes at once
+                super()._round(sid, rnd, Round((i,)), verdicts, tier)
+            more = segments.plan(n, self.samples, self.attempts, rule).more
+            todo = tuple(i for i in step.indices if i in more)
+
+    def request(self, sid: str, index: int, slot: int,
+                source: Source | None = None) -> ProbeRequest:
+        """Each run of a commit is a probe of its own (numbered by the runs before it, so a
+        resumed session asks for the one in flight again, and Slurm re-attaches to it)."""
+        req = super().request(sid, index, slot, source)
+        run = str(self.attempts.get(index, 0))
+        return replace(req, run_key=run, log_dir=req.log_dir / f"run-{run}")   # a log a run
+
+    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
+                started: float) -> ProbeRecord:
+        rec = super()._record(rnd, req, out, started)
+        value, why = measurement(out, self.metric.name)
+        rec.verdict, rec.reason = (Verdict.SKIP if value is None else Verdict.PASS), why
+        rec.details.update(metric=self.metric.name, samples=[] if value is None else [value])
+        if self.backend.name in ("local", "docker"):    # the GPU is this host's
+            rec.details["gpu_clocks"] = gpu_clocks()
+        return rec
+
+    def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
+        i = rec.idx
+        numbers_ = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
+        self.attempts[i] = self.attempts.get(i, 0) + max(1, len(numbers_))
+        self.tried.setdefault(i, []).extend([rec.round] * max(1, len(numbers_)))
+        self.samples.setdefault(i, []).extend(numbers_)
+
+    def result(self, found: Result) -> SessionResult:
+        if found.status is Status.AMBIGUOUS and found.skipped and not found.stopped_early:
+            found = replace(found, explanation=(
+                f"{len(found.skipped)} commit(s) between the last like-old and the first "
+                "like-new commit could not be placed (unresolved within --max-runs, or like "
+                "neither side: see the measurements); raise --max-runs and run the same "
+                "command again to resolve them"))
+        res = super().result(found)
+        res.metric = m = self.summary(found)
+        n, name = len(self.span.candidates), self.metric.name
+        if self.samples.get(0) and self.samples.get(n - 1):
+            old, new = (statistics.median(numbers(self.samples[i])) for i in (0, n - 1))
+            res.old_outcome = f"{name} {old:.4g}"
+            res.new_outcome = f"{name} {new:.4g} ({m['endpoints']['change']:+.1%})"
+        return res
+
+    def summary(self, found: Result) -> dict[str, Any]:
+        n, rule, cands = len(self.span.candidates), self.metric.rule, self.span.candidates
+        j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
+        out: dict[str, Any] = {
+            "name": self.metric.name, "better": self.metric.direction,
+            "rule": {"test": "yuen+sprt", "p": rule.p, "min_change": rule.min_change,
+                     "runs_per_round": rule.block, "max_runs": rule.max_runs},
+            "samples": {cands[i]: dict(spread(numbers(s)), index=i, runs=self.attempts[i],
+                                       **call_of(i, n, j, self.attempts[i], rule))
+                        for i, s in sorted(self.samples.items()) if s},
+            "rounds": self.narrowing(),
+            "drift": {str(r): d for r, d in drift(self.samples, j.verdicts).items()}}
+        pairs = [("endpoints", 0, n - 1)]
+        if found.status is Status.FOUND:
+            pairs.append(("culprit", found.last_old, found.first_new))
+        for key, lo, hi in pairs:
+            if self.samples.get(lo) and self.samples.get(hi):
+                d = (endpoints(*together(self.samples[lo], self.samples[hi]), rule)
+                     if key == "endpoints" else pair(lo, hi, self.samples, rule))
+                if d is None:
+                    continue
+                s = d.shift
+                out[key] = {"change": s.change, "low": s.low, "high": s.high,
+                            "confidence": s.confidence, "p": d.p, "call": d.call,
+                            "worse": (s.change > 0) == rule.lower_is_better}
+        if len(self.changes) > 1 and "endpoints" in out:
+            total = out["endpoints"]["change"]
+            out["changes"] = []
+            for lo, hi in self.changes:
+                d = pair(lo, hi, self.samples, rule)
+                if d is None:           # confirmed changes were measured side by side
+                    continue
+                s = d.shift
+                out["changes"].append({
+                    "last_old": cands[lo], "first_new": cands[hi], "index": hi,
+                    "change": s.change, "low": s.low, "high": s.high,
+                    "share": share(s.change, total),
+                    "worse": (s.change > 0) == rule.lower_is_better})
+        return out
+
+    def narrowing(self) -> list[list[int]]:
+        """[round, runs, old end, new end] after each round: the judgement replayed on the
+        numbers measured up to it."""
+        n, rule = len(self.span.candidates), self.metric.rule
+        rows = []
+        for r in sorted({k for rounds in self.tried.values() for k in rounds}):
+            upto = {i: [(k, v) for k, v in s if k <= r] for i, s in self.samples.items()}
+            tries = {i: sum(1 for k in rounds if k <= r) for i, rounds in self.tried.items()}
+            j = judge(n, upto, {i: t for i, t in tries.items() if t}, rule,
+                      settled(n, upto, rule))
+            lo, hi = (open_interval(n, j.verdicts) if j.verdicts.get(0) is Verdict.PASS and
+                      j.verdicts.get(n - 1) is Verdict.FAIL else (0, n - 1))
+            rows.append([r, sum(rounds.count(r) for rounds in self.tried.values()), lo, hi])
+        return rows
+
+
+def call_of(i: int, n: int, j: Judgement, runs: int, rule: Rule) -> dict[str, str]:
+    """What the numbers say of commit i, and why, in words for the report."""
+    if i in (0, n - 1):
+        return {"call": "old endpoint" if i == 0 else "new endpoint",
+                "why": "the side every commit is compared with"}
+    verdict, call = j.verdicts.get(i), j.calls.get(i)
+    if verdict is Verdict.PASS:
+        return {"call": "like old", "why": "the sequential test chose the old side"}
+    if verdict is Verdict.FAIL:
+        return {"call": "like new", "why": "the sequential test chose the new side"}
+    if call is Call.NEITHER:
+        return {"call": "like neither", "why": "its numbers differ from both sides: the "
+                "change is spread over several commits, or goes up and back down"}
+    if verdict is Verdict.SKIP and call is None:
+        return {"call": "no number", "why": f"{runs} run(s) printed no number"}
+    if verdict is Verdict.SKIP:
+        return {"call": "unresolved", "why": f"still unclear after {runs} runs "
+                f"(--max-runs {rule.max_runs})"}
+    return {"call": "undecided", "why": "the search ended before it was needed"}

@@ -1,0 +1,142 @@
+"""Several changes in one range: the metric search over segments. Pure.
+
+One change gives commits like old, then like new. Two changes in the same direction leave
+commits between them like neither side, and a range that goes up and back down leaves
+commits far from both ends; either way a commit like neither splits its segment in two,
+each with its own ends as references, and each is searched for its own change
+(comparator.judge on the segment), as Pinpoint does. A change found whose pair moves
+the metric significantly less than its segment's ends do leaves the two sides of the pair
+to search as well (comparator.leftover). A segment whose ends do not differ by
+--min-change holds no change worth naming. `plan` says what to run next or gives the
+answer: every change found, each with its own pair confirmed (comparator.confirm).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from .comparator import Call, Difference, Judgement, Rule, Sample, judge, settled
+from .confirmation import confirm, leftover
+from ..core.search import Result, Round, Status, Verdict, next_step
+
+
+@dataclass(frozen=True)
+class Plan:
+    """`more`: commits to run again now (undecided, or an answer's pair being checked);
+    `step`: the search's next commits; else the answer: `result` (None while the whole
+    range's endpoints are not known to differ: `difference` says how they stand), and
+    `changes`: (last old, first new) of every change found, the result's own first."""
+
+    more: tuple[int, ...] = ()
+    step: tuple[int, ...] = ()
+    result: Result | None = None
+    changes: tuple[tuple[int, int], ...] = ()
+    verdicts: dict[int, Verdict] = field(default_factory=dict)
+    difference: Difference | None = None
+
+
+def _part(a: int, b: int, samples: Mapping[int, Sample], attempts: Mapping[int, int]
+          ) -> tuple[dict[int, Sample], dict[int, int]]:
+    return ({i - a: s for i, s in samples.items() if a <= i <= b},
+            {i - a: k for i, k in attempts.items() if a <= i <= b})
+
+
+@dataclass
+class _Search:
+    """What the parts searched so far ask for, and what they found."""
+    verdicts: dict[int, Verdict]
+    more: set[int] = field(default_factory=set)
+    step: set[int] = field(default_factory=set)
+    found: list[tuple[int, int]] = field(default_factory=list)
+    unplaced: list[Result] = field(default_factory=list)
+
+
+def plan(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+         rule: Rule) -> Plan:
+    whole = judge(n, samples, attempts, rule, settled(n, samples, rule))
+    if whole.more or whole.difference is None or whole.difference.call != "differ":
+        ends = next_step(n, whole.verdicts)      # an endpoint without numbers: the search says
+        return Plan(more=whole.more, verdicts=dict(whole.verdicts),
+                    result=ends if isinstance(ends, Result) and not whole.more and
+                    whole.difference is None else None, difference=whole.difference)
+    acc = _Search(dict(whole.verdicts))
+    todo = [(0, n - 1)]
+    while todo:
+        a, b = todo.pop(0)
+        j = whole if (a, b) == (0, n - 1) else None
+        todo += _search(a, b, n, j, samples, attempts, rule, acc)
+    if acc.more or acc.step:
+        return Plan(more=tuple(sorted(acc.more)), step=tuple(sorted(acc.step)),
+                    verdicts=acc.verdicts, difference=whole.difference)
+    return Plan(result=_answer(acc.found, acc.unplaced, acc.verdicts, n),
+                changes=tuple(acc.found), verdicts=acc.verdicts, difference=whole.difference)
+
+
+def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],
+            attempts: Mapping[int, int], rule: Rule, acc: _Search) -> list[tuple[int, int]]:
+    """One part a..b (j: the whole range's judgement, when it is the whole): what it asks
+    for or found goes into acc; returns the parts it splits into."""
+    sub, tries = (samples, attempts) if j else _part(a, b, samples, attempts)
+    if j is None:
+        j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule))
+        if j.more:
+            acc.more |= {i + a for i in j.more}
+            return []
+        if j.difference is None or j.difference.call == "unknown":
+            acc.unplaced.append(Result(
+                Status.AMBIGUOUS, last_old=a, candidates=tuple(range(a + 1, b + 1)),
+                explanation=f"whether #{a} .. #{b} holds a change too could not be told "
+                            "within --max-runs"))
+        if j.difference is None or j.difference.call != "differ":
+            return []                   # no change worth naming between these two
+        acc.verdicts.update({i + a: v for i, v in j.verdicts.items() if a < i + a < b})
+    neither = sorted(i for i, c in j.calls.items() if c is Call.NEITHER)
+    if neither:                         # the one nearest the middle splits the part
+        k = a + min(neither, key=lambda i: abs(2 * i - (b - a)))
+        return [(a, k), (k, b)]
+    if j.more:
+        acc.more |= {i + a for i in j.more}
+        return []
+    s = next_step(b - a + 1, j.verdicts)
+    if isinstance(s, Round):
+        acc.step |= {i + a for i in s.indices}
+        return []
+    checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1))
+    if isinstance(checked, tuple):
+        acc.more |= {i + a for i in checked}
+    elif checked.status is Status.FOUND:
+        lo, hi = checked.last_old + a, checked.first_new + a
+        acc.found.append((lo, hi))
+        if leftover(a, b, lo, hi, samples, rule):    # more change than the pair's
+            return [(x, y) for x, y in ((a, lo), (hi, b)) if y > x]
+    else:
+        acc.unplaced.append(_shifted(checked, a))
+    return []
+
+
+def _shifted(r: Result, a: int) -> Result:
+    move = lambda i: None if i is None else i + a          # noqa: E731
+    return replace(r, first_new=move(r.first_new), last_old=move(r.last_old),
+                   candidates=tuple(i + a for i in r.candidates),
+                   skipped=tuple(i + a for i in r.skipped))
+
+
+def _answer(found: list[tuple[int, int]], unplaced: list[Result],
+            verdicts: Mapping[int, Verdict], n: int) -> Result:
+    skipped = tuple(sorted(i for i, v in verdicts.items() if v is Verdict.SKIP))
+    if found and not unplaced:
+        lo, hi = found[0]
+        more = "" if len(found) == 1 else (
+            f"; {len(found)} changes in this range: " +
+            ", ".join(f"#{h}" for _, h in found) + " (see the metric's changes)")
+        return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
+                      old_outcome=Verdict.PASS, new_outcome=Verdict.FAIL, skipped=skipped,
+                      explanation=f"first new-behaviour commit: #{hi}{more}")
+    if unplaced:
+        first = unplaced[0]
+        also = "" if not found else (
+            "; a change was found at " + ", ".join(f"#{h}" for _, h in found))
+        return replace(first, explanation=first.explanation + also)
+    return Result(Status.AMBIGUOUS, last_old=0, candidates=tuple(range(1, n)), skipped=skipped,
+                  explanation="the change is spread over several commits: each part of "
+                              "the range is smaller than --min-change")

@@ -1,0 +1,5 @@
+"""What answers before a build: the NGC release catalog (releases), prebuilt tiers (images,
+nightly wheels), and overlay probes, a neighbour's wheel with a commit's Python files put in
+(overlay is the pure rule, wheel_overlay the probes).
+
+May import: core, vcs."""

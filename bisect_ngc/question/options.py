@@ -1,0 +1,362 @@
+"""Every command-line option, declared once: its flags, click type, default, help and group.
+
+From this table come the click decorators (`options`), the `Options` value a question is
+asked with (`options_from`), the Slurm settings, and `command_line`, which writes a question
+back as another subcommand's arguments (`question.command_line`). Slurm options take
+their defaults from `SlurmSettings`, which the backend registry names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..backends import settings_type
+from ..core.inputs import DEFAULT_MAX_SKIPS
+from .rules import Rules
+from ..prebuilt.releases import UPSTREAM
+from ..core.search import RepeatPolicy
+from ..prebuilt.tiers import MAP_RULES
+from ..core.verification import DEFAULT_VERIFY
+
+DEFAULT_BUILD_TIMEOUT = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option. `group` says what it belongs to: question (what to bisect and how),
+    slurm (SlurmSettings), place (state and cache directories), run (how rounds run),
+    metric, or the one command that takes it. `replay`: repeated in command_line."""
+
+    name: str
+    flags: tuple[str, ...]
+    group: str
+    help: str
+    into: str | None = None           # SlurmSettings' field, where its name differs
+    replay: bool = True
+    click: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def default(self) -> Any:
+        if "default" in self.click:
+            return self.click["default"]
+        return False if self.click.get("is_flag") else () if self.click.get("multiple") else None
+
+    def decorator(self, **override: Any):
+        kw = {"help": self.help, **self.click, "default": self.default, **override}
+        if kw.get("required"):      # click counts an explicit default of None as given
+            kw.pop("default")
+        return click.option(*self.flags, self.name, **kw)
+
+
+_SLURM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(settings_type("slurm"))}
+
+
+def _slurm(name: str, flag: str, help: str, into: str | None = None, **kw: Any) -> Opt:
+    default = _SLURM_DEFAULTS[into or name]
+    kw.setdefault("default", list(default) if isinstance(default, list) else default)
+    if kw.get("multiple"):
+        kw["default"] = ()
+    return Opt(name, (flag,), "slurm", "Slurm: " + help, into, click=kw)
+
+
+def _o(group: str, name: str, flags: str | tuple[str, ...], help: str, replay: bool = True,
+       **kw: Any) -> Opt:
+    return Opt(name, (flags,) if isinstance(flags, str) else flags, group, help,
+               replay=replay, click=kw)
+
+
+_PATH = click.Path(path_type=Path)
+
+OPTIONS: tuple[Opt, ...] = (
+    _o("question", "repo", "--repo",
+       "Local path or clone URL of the repository (generic mode; default .)."),
+    _o("question", "old", "--old", "Revision with the old behaviour."),
+    _o("question", "new", "--new",
+       "Revision with the new behaviour; the search finds the first commit that behaves like "
+       "it, a fix or a regression alike."),
+    _o("question", "from_", "--from", "Release mode: the older NGC release, image or commit."),
+    _o("question", "to", "--to", "Release mode: the newer release, image or commit."),
+    _o("question", "torch_repo", "--torch-repo",
+       "PyTorch sources in release mode: a path, or a URL cloned once (blobless) into the "
+       "cache dir.", default=UPSTREAM, show_default=True),
+    _o("question", "build", "--build", "Shell command that builds the commit."),
+    _o("question", "test", "--test",
+       "Shell command whose exit code is the verdict (release mode: the repro by default)."),
+    _o("question", "timeout", "--timeout",
+       "Seconds one test run may take; past it the run is a skip.",
+       type=click.FloatRange(0, min_open=True)),
+    _o("question", "build_timeout", "--build-timeout",
+       "Seconds one build may take; past it the commit is a skip (not cached).",
+       type=click.FloatRange(0, min_open=True), default=DEFAULT_BUILD_TIMEOUT,
+       show_default=True),
+    _o("question", "check_torch_commit", "--check-torch-commit/--no-check-torch-commit",
+       "Require the test's last JSON line to report torch_git_version equal to the probed "
+       "commit, else the probe is a skip (default: on for the release-mode repro, off for "
+       "your own --test).", default=None),
+    _o("question", "artifacts", "--artifacts",
+       "Prebuilt artifacts to bisect before building (any repository): a directory, a file "
+       "of URLs, or an index page URL. A probe downloads one into the artifact store and runs "
+       "the test with $BISECT_ARTIFACTS pointing at it, with no build.", metavar="SPEC"),
+    _o("question", "artifact_map", "--artifact-map",
+       "How an artifact names its commit: " + ", ".join(MAP_RULES) +
+       " (CMD gets the file as $1 and prints the sha).",
+       default="name", show_default=True, metavar="RULE"),
+    _o("question", "overlay_rule", "--overlay-rule",
+       "Which changed files a neighbour's wheel can take as they are, so a commit whose diff "
+       "to a built neighbour touches nothing else is tested on that wheel with its files put "
+       "in (an overlay: about a minute, not a build). KIND is ships (installed byte for "
+       "byte), never (looks like it ships but the build reads or writes it) or inert (never "
+       "reaches the build: tests, docs); `*` also matches `/`. Repeatable; `pytorch` is the "
+       "preset that release mode uses. Example: --overlay-rule 'ships:mypkg/*.py' "
+       "--overlay-rule 'never:mypkg/_version.py'.", multiple=True, metavar="KIND:GLOB"),
+    _o("question", "no_overlay", "--no-overlay",
+       "Build every probed commit; never test a neighbour's wheel with this commit's Python "
+       "files put in.", is_flag=True),
+    _o("question", "no_images", "--no-images",
+       "Release mode: do not test the NGC images as they are before building (the endpoints' "
+       "images first, then the releases in between).", is_flag=True),
+    _o("question", "nightly_index", "--nightly-index",
+       "Release mode: a PEP 503 project page of nightly wheels to bisect before building. "
+       "Default: PyTorch's nightly index for the base image's CUDA (e.g. "
+       "https://download.pytorch.org/whl/nightly/cu126/torch/).", metavar="URL"),
+    _o("question", "nightly_urls", "--nightly-urls",
+       "Release mode: nightly wheel URLs, one a line (old nightlies leave the index but stay "
+       "downloadable).", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE"),
+    _o("question", "no_nightlies", "--no-nightlies", "Release mode: do not use nightly wheels.",
+       is_flag=True),
+    _o("question", "retry_skips", "--retry-skips",
+       "Probe again the commits whose cached verdict is a skip (e.g. after fixing the "
+       "build); passes and failures stay cached.", is_flag=True),
+    _o("question", "no_clean", "--no-clean",
+       "Local backend: keep every untracked file between probes; the default is "
+       "`git clean -ffdx` except the --keep paths.", is_flag=True),
+    _o("question", "keep", "--keep",
+       "A path of the worktree that survives the clean between probes, for incremental "
+       "builds (repeatable; PyTorch builds into build/).",
+       multiple=True, default=("build",), show_default=True, metavar="PATH"),
+    _o("question", "no_submodules", "--no-submodules",
+       "Do not update submodules at each checkout (for tests that need none, or when their "
+       "remotes are unreachable).", is_flag=True),
+    _o("question", "backend", "--backend",
+       "Where builds and tests run. Default: docker in release mode, else local.",
+       type=click.Choice(["local", "docker", "slurm"])),
+    _o("question", "image", "--image",
+       "Docker backend, generic recipe: the image both commands run in."),
+    _o("question", "build_image", "--build-image",
+       "Docker backend: build in this image instead (tests still run in --image or the base "
+       "image), e.g. one with compilers."),
+    _o("question", "base_image", "--base-image",
+       "Release mode: build and test in this image instead of the older release's."),
+    _o("question", "cuda_arch", "--cuda-arch",
+       "TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's compute "
+       "capability."),
+    _o("question", "max_jobs", "--max-jobs",
+       "MAX_JOBS for PyTorch builds. Default: the number of CPUs.",
+       type=click.IntRange(1, 1024)),
+    _o("question", "with_", "--with",
+       "A companion installed after every probe's torch (repeat it): a wheel (path or URL), "
+       "a pip requirement, git+URL@REV (built against each probed torch in its image; "
+       "#build=CMD instead of `pip wheel`), transformer_engine@REV or megatron-core@REV. "
+       "One that does not build or import is a skip. Docker, or Slurm with pyxis/enroot.",
+       metavar="SPEC", multiple=True),
+    _o("question", "component", "--component",
+       "Release mode: bisect this component's commits between the versions the two "
+       "releases ship, built in the older image: torch, transformer_engine, or any "
+       "with --component-repo.", default="torch", show_default=True, metavar="NAME"),
+    _o("question", "component_repo", "--component-repo",
+       "The --component's git repository (URL or path).", metavar="URL"),
+    _o("question", "component_tag", "--component-tag",
+       "How a --component version without a +hash names its tag; {version} is replaced.",
+       default="v{version}", show_default=True, metavar="TEMPLATE"),
+    _o("question", "repro_args", "--repro-args",
+       "Extra flags for `python -m repro` in release mode, e.g. "
+       "'--num-layers 2 --seq-length 4096'.", default=""),
+    _o("question", "gpus", "--gpus",
+       "GPUs for test containers: all, none, or auto (all when the engine has the nvidia "
+       "runtime; release mode: all).", type=click.Choice(["auto", "all", "none"]),
+       default="auto", show_default=True),
+    _o("question", "build_tree", "--build-tree/--no-build-tree",
+       "Docker backend: mount a persistent build/ directory per worker slot into the "
+       "worktree, so neighbouring commits rebuild incrementally (default: on in release "
+       "mode, off for a generic recipe).", default=None),
+    _o("run", "repeat", "--repeat", "Test runs per commit, for flaky repros.",
+       type=click.IntRange(1, 100), default=1, show_default=True),
+    _o("run", "repeat_policy", "--repeat-policy",
+       "any: one failing run makes the commit fail (intermittent failures). majority: the "
+       "commoner of pass/fail wins; a tie is a skip.",
+       type=click.Choice([p.value for p in RepeatPolicy]), default="any", show_default=True),
+    _o("run", "verify", "--verify",
+       "Before an answer is given, run the pair it rests on again, fresh and interleaved, "
+       "this many times each (a probe under --repeat each time; for components, swaps until "
+       "one side leads by this many). The answer stands only if they agree; otherwise it is "
+       "ambiguous (components: unresolved), with the runs. 0: no fresh runs.",
+       type=click.IntRange(0, 20), default=DEFAULT_VERIFY, show_default=True),
+    _o("place", "cache_dir", "--cache-dir",
+       "Clones, build artifacts, ccache and the release overlay. Default: $BISECT_NGC_CACHE "
+       "or ~/.cache/bisect-ngc.", type=_PATH),
+    _o("place", "state", "--state",
+       "State directory (sessions, probes, logs, result cache). Default: $BISECT_NGC_STATE "
+       "or ~/.local/state/bisect-ngc.", type=_PATH),
+    _o("question", "artifact_store", "--artifact-store",
+       "The content-addressed build store, shared by sessions and backends: a build is "
+       "reused wherever commit, image and build recipe match. Default: CACHE/artifacts "
+       "(Slurm: SHARED/artifacts).", type=_PATH),
+    _slurm("partition", "--partition", "partition for builds (CPU)."),
+    _slurm("gpu_partition", "--gpu-partition", "partition for tests (GPU). Default: --partition."),
+    _slurm("account", "--account", "--account for every job."),
+    _slurm("qos", "--qos", "--qos for every job."),
+    _slurm("time_limit", "--time", "--time for probe jobs, e.g. 4:00:00.", into="time",
+           metavar="LIMIT"),
+    _slurm("gpus_per_probe", "--gpus-per-probe", "GPUs for each test task.",
+           type=click.IntRange(0, 64), show_default=True),
+    _slurm("sbatch_args", "--sbatch-arg", "extra #SBATCH line for probe jobs (repeatable), "
+           "e.g. --sbatch-arg=--constraint=h100.", multiple=True, metavar="ARG"),
+    _slurm("container_runtime", "--container-runtime",
+           "how probe jobs enter the image (none: bare metal, e.g. modules). enroot and pyxis "
+           "import the image once per digest into a squashfs in the shared directory "
+           "(SHARED/enroot/) and start every task from it.", into="runtime",
+           type=click.Choice(["none", "pyxis", "enroot", "apptainer"]), show_default=True),
+    _slurm("container_import", "--container-import",
+           "with enroot or pyxis, import the image from its registry (docker://, credentials "
+           "in ~/.config/enroot/.credentials) or from the local Docker engine (dockerd://; "
+           "the image must be pulled there).", type=click.Choice(["registry", "dockerd"]),
+           show_default=True),
+    _slurm("shared_dir", "--shared-dir", "a directory every node sees (worktrees, wheels, "
+           "verdicts). Default: STATE/slurm.", type=_PATH, default=None),
+    _slurm("same_node", "--same-node", "run every test job on the node of the session's "
+           "first test run (--nodelist), so measurements that are compared share one machine "
+           "(with --metric).", is_flag=True),
+    _slurm("max_retries", "--max-retries", "resubmissions of a probe that was preempted, "
+           "cancelled or lost with its node, before it counts as a skip.",
+           type=click.IntRange(0, 20), show_default=True),
+    _o("jobs", "jobs", ("--jobs", "-j"),
+       "Probes per round, each in its own worktree; a round splits the range into jobs+1 "
+       "parts.", replay=False, type=click.IntRange(1, 64), default=1, show_default=True),
+    _o("bisect", "max_skips", "--max-skips",
+       "Stop as ambiguous once more than this many commits between the endpoints could not "
+       "be tested, naming the stretch and the commonest reason (0: never stop early).",
+       type=click.IntRange(0), default=DEFAULT_MAX_SKIPS, show_default=True),
+    _o("metric", "metric", "--metric",
+       "Bisect a measurement instead of pass/fail: NAME is a number in the test's last JSON "
+       "line (a dotted path for nested objects), e.g. step_ms of `python -m repro --measure`. "
+       "Each commit gets runs, one at a time, until a sequential test can tell whether it is "
+       "like the old endpoint or the new one; the endpoints must differ first (else exit 3). "
+       "A run that exits non-zero or prints no number measured nothing, and is tried again. "
+       "`probe --metric NAME` measures one commit the same way.", replay=True,
+       metavar="NAME"),
+    _o("metric", "metric_cmd", "--metric-cmd",
+       "--metric: a shell command run after each passing test run, in the same place; its "
+       "last line is the number (or a JSON object with NAME).", replay=True, metavar="CMD"),
+    _o("metric", "lower_is_better", "--lower-is-better/--higher-is-better",
+       "--metric: which way is better (default lower, as for a step time); only the wording "
+       "of the answer depends on it.", replay=True, default=True),
+    _o("metric", "min_change", "--min-change",
+       "--metric: the smallest relative change worth bisecting: the endpoints differ when the "
+       "change is significant and at least this large with 95% confidence; they are the same "
+       "when its 90% interval lies inside +-this (exit 3).", replay=True, default="2%",
+       show_default=True, metavar="PCT"),
+    _o("metric", "p_threshold", "--p-threshold",
+       "--metric: the error rate allowed for a false difference between the endpoints over all "
+       "their looks (the k-th look uses p / (k (k + 1))); the search calls each commit at "
+       "5p (at most 0.05) and the answer's pair is called again by fresh runs at p / 10.", replay=True,
+       type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
+       show_default=True),
+    _o("metric", "runs_per_round", "--runs-per-round",
+       "--metric: runs a commit gets at most each time it is measured, one at a time, "
+       "interleaved with the other commits of the round; a commit decided sooner stops.", replay=True, type=click.IntRange(2, 100),
+       default=5, show_default=True),
+    _o("metric", "max_runs", "--max-runs",
+       "--metric: runs of one commit at most; a commit still unclear then is unresolved (a "
+       "skip that keeps its numbers).", replay=True, type=click.IntRange(2, 1000),
+       default=30, show_default=True),
+    _o("bisect", "quiet", ("--quiet", "-q"), "No progress display.", replay=False,
+       is_flag=True),
+    _o("bisect", "no_descend", "--no-descend",
+       "When the answer is a merge on the first-parent path, stop there instead of bisecting "
+       "the branch it merged (the commits from the merge base to its second parent).",
+       is_flag=True),
+    _o("bisect", "dry_run", "--dry-run",
+       "Print what the next round would run (with --backend slurm: its batch scripts) and "
+       "stop; submits and builds nothing.", replay=False, is_flag=True),
+    _o("plan", "brief", "--brief", "Leave out the rendered build and test scripts.",
+       replay=False, is_flag=True),
+    _o("probe", "commit", "--commit", "The revision to build and test.", replay=False,
+       required=True),
+    _o("submit", "controller_partition", "--controller-partition",
+       "Partition for the controller job (default: --partition).", replay=False),
+    _o("submit", "controller_time", "--controller-time", "Time limit of the controller job.",
+       replay=False, default="2-00:00:00", show_default=True),
+    _o("components", "only", "--only",
+       "Search only these differing components (repeat it), named as the table names "
+       "them: py:NAME, lib:NAME or env:NAME.", metavar="UNIT", multiple=True),
+    _o("sessions", "session", "--session", "Session id or prefix (default: the latest).",
+       replay=False),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+QUESTION = ("question", "run", "place", "slurm")      # what every question command takes
+# A bisect command line: plan, probe and slurm submit take all of it, so that changing the
+# verb is enough (what does not apply to a verb is accepted and has no effect there).
+BISECTION = (*QUESTION, "jobs", "max_skips", "metric", "quiet", "dry_run", "no_descend")
+
+
+def options(*groups_or_names: str, **override: dict[str, Any]):
+    """A decorator adding these options (groups or names) in the table's order; override
+    maps a name to click settings that differ for this command."""
+    chosen = [o for o in OPTIONS if o.group in groups_or_names or o.name in groups_or_names]
+
+    def apply(f):
+        for opt in reversed(chosen):
+            f = opt.decorator(**override.get(opt.name, {}))(f)
+        return f
+    return apply
+
+
+def option(name: str, **override: Any):
+    return BY_NAME[name].decorator(**override)
+
+
+# --- the question's options as a value ---------------------------------------------
+
+def _field(opt: Opt) -> tuple[str, Any, Any]:
+    return opt.name, Any, field(default=opt.default)
+
+
+# The question as asked: every question option, the two directories, the Slurm settings
+# (keyed by SlurmSettings' fields), and notes for the user made on the way.
+Options = make_dataclass(
+    "Options", [("cache_dir", Path), ("state", Path),
+                *[_field(o) for o in OPTIONS if o.group == "question"],
+                ("slurm", dict, field(default_factory=dict)),
+                ("notes", list, field(default_factory=list))], bases=(Rules,))
+
+
+def default_state(state: Path | None = None) -> Path:
+    if state is None and os.environ.get("BISECT_NGC_STATE"):
+        state = Path(os.environ["BISECT_NGC_STATE"])
+    if state is None:
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") \
+            / "bisect-ngc"
+    return state.expanduser().resolve()
+
+
+def default_cache(cache: Path | None = None) -> Path:
+    if cache is None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = Path(os.environ.get("BISECT_NGC_CACHE") or base / "bisect-ngc")
+    return cache.expanduser().resolve()
+
+
+def options_from(params: dict[str, Any]) -> Any:
+    """The checked Options of a command's click parameters."""
+    slurm = {o.into or o.name: params[o.name] for o in OPTIONS if o.group == "slurm"}
+    slurm["sbatch_args"] = list(slurm["sbatch_args"])
+    opts = Options(cache_dir=default_cache(params["cache_dir"]),
+                   state=default_state(params["state"]), slurm=slurm,
+                   **{o.name: params[o.name] for o in OPTIONS if o.group == "question"})
+    opts.check()
+    return opts

@@ -1,0 +1,140 @@
+"""The Recipe a question asks for: the generic one, the PyTorch preset in release mode,
+or a component's (`--component`), with the user's companions (`--with`) resolved."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import git
+
+from . import component_mode
+from ..companions.sources import CompanionSources
+from ..companions.specs import Companion, parse as parse_companion
+from ..errors import UserError
+from ..vcs.history import History
+from .options import Options
+from ..prebuilt.overlay import OverlayRule, RuleError
+from ..core.recipes import Recipe, local_cuda_arch, pytorch_preset, run_words
+from ..prebuilt.releases import Endpoint
+
+DEFAULT_CUDA_ARCH = "9.0"
+
+
+def component(opts: Options) -> Companion | None:
+    """--component: what is bisected in release mode, when it is not PyTorch."""
+    if not opts.release_mode:
+        return None
+    return component_mode.component_of(opts.component, opts.component_repo, opts.max_jobs)
+
+
+
+def make_recipe(opts: Options, old: Endpoint) -> Recipe:
+    """The one Recipe for these options, whichever backend runs it."""
+    timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
+    if not opts.release_mode:
+        return Recipe(build=opts.build, test=opts.test, test_as_is=opts.test, image=opts.image,
+                      build_image=opts.build_image, gpus=opts.gpus,
+                      build_tree=bool(opts.build_tree), clean=not opts.no_clean,
+                      keep=list(opts.keep), submodules=not opts.no_submodules,
+                      expect_torch_commit=bool(opts.check_torch_commit),
+                      overlay=_overlay_rule(opts.overlay_rule),
+                      companions=_companions(opts), **timeouts)
+    image = opts.base_image or opts.image or old.image
+    if not image:
+        raise UserError("no base image: --from is a commit, not a release",
+                        hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
+    arch = opts.cuda_arch or local_cuda_arch()
+    if arch is None:
+        arch = DEFAULT_CUDA_ARCH
+        opts.notes.append(f"no local GPU found: building for compute capability {arch} "
+                          "(pass --cuda-arch to change it)")
+    companions = _companions(opts)
+    recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
+                            repro_args=_repro_args(opts, companions),
+                            gpus="all" if opts.gpus == "auto" else opts.gpus,
+                            build_tree=opts.build_tree is not False)
+    recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
+        not opts.no_clean
+    recipe.keep, recipe.submodules = list(opts.keep), not opts.no_submodules
+    if opts.build:
+        recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
+    if opts.build_image:
+        recipe.build_image, recipe.build_dockerfile = opts.build_image, None
+    if opts.test:
+        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = opts.test, opts.test, False
+        recipe.subject = "The failure"
+    if opts.check_torch_commit is not None:
+        recipe.expect_torch_commit = opts.check_torch_commit
+    if opts.overlay_rule:
+        recipe.overlay = _overlay_rule(opts.overlay_rule)
+    recipe.companions = companions
+    part = component(opts)
+    if part is not None:
+        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build,
+                                       _overlay_rule(opts.overlay_rule))
+    return recipe
+
+
+def _repro_args(opts: Options, companions: tuple[Companion, ...]) -> list[str]:
+    """--repro-args; with a TE companion, the repro graphs through TE (--impl te)."""
+    args = shlex.split(opts.repro_args)
+    if any(c.name == "transformer_engine" for c in companions) and not opts.test and \
+            "--impl" not in args:
+        args += ["--impl", "te"]
+        opts.notes.append("--with transformer_engine: the repro graphs through TE's own "
+                          "make_graphed_callables (--impl te)")
+    return args
+
+
+def _companions(opts: Options) -> tuple[Companion, ...]:
+    """--with: each SPEC parsed, git revisions resolved to commits (through the mirrors)."""
+    sources = CompanionSources(opts.cache_dir)
+    return tuple(sources.resolve(parse_companion(spec, opts.max_jobs)) for spec in opts.with_)
+
+
+def _overlay_rule(lines: tuple[str, ...]) -> list[str]:
+    try:
+        OverlayRule.parse(lines) if lines else None
+    except RuleError as exc:
+        raise UserError(str(exc), hint="e.g. --overlay-rule 'ships:mypkg/*.py' "
+                                       "--overlay-rule 'inert:tests/*'") from None
+    return list(lines)
+
+
+def test_file_notes(test: str | None, history: History) -> list[str]:
+    """Warnings for a test that runs a file of the user's checkout (`./mytest.sh`, `bash
+    t.sh`) which git does not track: each commit is tested in a fresh worktree, at its
+    top, where such a file exists only if the build makes it (`git bisect run` runs it
+    from the checkout instead). A warning, not a refusal: a build may make the file."""
+    top = history.repo.working_tree_dir
+    if not test or history.owned or not top:
+        return []
+    root, here, notes = Path(top).resolve(), Path.cwd().resolve(), []
+    start = "" if here == root else f"{here.relative_to(root)}/" \
+        if here.is_relative_to(root) else None           # None: started outside the checkout
+    for word, is_command in run_words(test):
+        if word.startswith(("/", "~", "$")) or (is_command and "/" not in word):
+            continue
+        path = (root / word).resolve()
+        if start != "" and (here / word).is_file() and not path.is_file():
+            where = f"in {start}" if start else "where you started, outside the checkout"
+            notes.append(f"warning: the test runs {word}, which is {where}; each commit is "
+                         f"tested at the top of a fresh worktree: give its absolute path, "
+                         f"{(here / word).resolve()}")
+        elif path.is_file() and path.is_relative_to(root) and not _tracked(history, path, root):
+            notes.append(f"warning: the test runs {word}, which git does not track; each "
+                         f"commit is tested in a fresh worktree, where it exists only if "
+                         f"the build makes it; a script of yours: give its absolute path, "
+                         f"{path}")
+    return notes
+
+
+def _tracked(history: History, path: Path, root: Path) -> bool:
+    """Whether git tracks the file, itself or in a submodule (a gitlink, mode 160000)."""
+    rel = path.relative_to(root)
+    try:
+        return bool(history.repo.git.ls_files("--", str(rel))) or any(
+            history.repo.git.ls_files("-s", "--", str(parent)).startswith("160000")
+            for parent in list(rel.parents)[:-1])
+    except git.GitCommandError:
+        return True                 # git cannot tell: say nothing

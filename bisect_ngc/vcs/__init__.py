@@ -1,0 +1,4 @@
+"""Git: repositories and revisions (history), the clones the tool keeps (mirrors),
+submodules from a shared object cache, and kept build trees.
+
+May import: nothing of this package but errors and the pure leaves."""
