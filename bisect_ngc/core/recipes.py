@@ -11,8 +11,6 @@ import hashlib
 import importlib.util
 import os
 import shlex
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,19 +175,6 @@ _env.filters["q"] = lambda value: shlex.quote(str(value))
 
 def render(template: str, **values: Any) -> str:
     return _env.get_template(template).render(**values)
-
-
-def local_cuda_arch() -> str | None:
-    """The compute capability of this host's first GPU (e.g. '9.0'), if nvidia-smi says."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out[0] if out else None
 
 
 def repro_dir() -> Path:

@@ -15,8 +15,6 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from repro.measure import gpu_clocks
-
 from ..backends.base import ProbeOutcome, ProbeRequest, Source
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
                          guard, judge, numbers, settled, together)
@@ -27,6 +25,7 @@ from ..core.engine import Bisection
 from ..core.search import Result, Round, Status, Verdict, open_interval, skip_limit
 from ..core.keys import digest
 from ..core.records import ProbeRecord, SessionResult
+from ..core import host_gpu
 
 
 @dataclass(frozen=True)
@@ -145,7 +144,7 @@ class MeasuredBisection(Bisection):
         rec.verdict, rec.reason = (Verdict.SKIP if value is None else Verdict.PASS), why
         rec.details.update(metric=self.metric.name, samples=[] if value is None else [value])
         if self.backend.name in ("local", "docker"):    # the GPU is this host's
-            rec.details["gpu_clocks"] = gpu_clocks()
+            rec.details["gpu_clocks"] = host_gpu.clocks()
         return rec
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:

@@ -14,7 +14,8 @@ from ..errors import UserError
 from ..vcs.history import History
 from .options import Options
 from ..prebuilt.overlay import OverlayRule, RuleError
-from ..core.recipes import Recipe, local_cuda_arch, pytorch_preset, run_words
+from ..core import host_gpu
+from ..core.recipes import Recipe, pytorch_preset, run_words
 from ..prebuilt.releases import Endpoint
 
 DEFAULT_CUDA_ARCH = "9.0"
@@ -43,7 +44,7 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
                         hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
-    arch = opts.cuda_arch or local_cuda_arch()
+    arch = opts.cuda_arch or host_gpu.compute_capability()
     if arch is None:
         arch = DEFAULT_CUDA_ARCH
         opts.notes.append(f"no local GPU found: building for compute capability {arch} "
