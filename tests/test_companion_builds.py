@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.companion_repos import (ABI_CHANGE, BROKEN, BUILD, NEW_FROM, TEST, WHEEL,
-                                       WITH_BUILD, commit, git, make_companion_repos)
+                                        WITH_BUILD, commit, git, make_companion_repos)
 
 from .test_docker_backend import IMAGE, PROBLEM, docker_client
 

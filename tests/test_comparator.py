@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, pareto
 from bisect_ngc.metric import sequential as seq
 from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints, judge,
-                                   looks, settled)
+                                          looks, settled)
 from bisect_ngc.metric.confirmation import share
 from bisect_ngc.core.search import Verdict
 

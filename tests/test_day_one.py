@@ -3,9 +3,7 @@ outcome, git's habits, and the small words."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -9,7 +9,8 @@ from typing import Callable
 import pytest
 
 from benchmarks.repos import make_repo
-from bisect_ngc.backends.base import BackendLost, ProbeOutcome, Source
+from bisect_ngc.core.probes import BackendLost, Source
+from bisect_ngc.core.verdicts import ProbeOutcome
 from bisect_ngc.core.inputs import Range, Settings, Tier
 from bisect_ngc.core.engine import Bisection
 from bisect_ngc.core.records import tally
@@ -144,7 +145,7 @@ def test_a_lost_backend_ends_the_session_resumably(tmp_path, span):
 
 
 def test_tiers_go_first_and_a_killed_run_resumes_across_them(tmp_path, span):
-    from bisect_ngc.backends.base import Source
+    from bisect_ngc.core.probes import Source
     from bisect_ngc.core.inputs import Tier
     tiers = [Tier("nightly", {i: Source("nightly", f"https://w/{i}.whl", f"nightly {i}")
                               for i in range(0, 64, 8)})]

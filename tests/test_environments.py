@@ -36,7 +36,7 @@ def test_a_found_answer_never_rests_on_verdicts_of_two_environments():
 
 
 def test_every_backend_makes_a_probe_environment_from_one_plan(tmp_path):
-    from bisect_ngc.backends.base import ProbeKind, ProbeRequest, Source, test_plan
+    from bisect_ngc.core.probes import ProbeKind, ProbeRequest, Source, test_plan
     from bisect_ngc.core.recipes import Recipe
     from bisect_ngc.core.search import RepeatPolicy
     recipe = Recipe(build="make", test="install && run", test_as_is="run", image="base:1")

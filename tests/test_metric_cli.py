@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.backends.base import ProbeOutcome
+from bisect_ngc.core.verdicts import ProbeOutcome
 from bisect_ngc.metric.measured import measurement, metric_value
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.store import Store

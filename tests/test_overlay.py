@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bisect_ngc.core.artifacts import ArtifactStore
 from bisect_ngc.vcs.history import History
 from bisect_ngc.prebuilt.overlay import (OVERLAY_COST, Decision, OverlayRule, RuleError, choose_base,
-                                decide)
+                                         decide)
 from bisect_ngc.prebuilt.wheel_overlay import OverlayRefused, Overlays, overlay_wheel, wheel_path
 
 from benchmarks.repos import MIXED_RULE, make_mixed_repo

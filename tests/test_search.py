@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisect_ngc.core.search import (Round, RepeatPolicy, Result, Status, Verdict, ceil_log,
-                               combine_runs, expected_probes, expected_rounds, next_step,
-                               next_in_subset, runs_settled, skip_limit)
+                                    combine_runs, expected_probes, expected_rounds, next_step,
+                                    next_in_subset, runs_settled, skip_limit)
 
 
 def simulate(n, t, skips, jobs=1, old=Verdict.PASS):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_ngc.backends.base import ProbeRequest
+from bisect_ngc.core.probes import ProbeRequest
 from bisect_ngc.core.recipes import Mount
 from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
 from bisect_ngc.vcs.history import History, Worktrees

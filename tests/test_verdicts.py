@@ -5,7 +5,7 @@ import pytest
 
 from bisect_ngc.core.search import RepeatPolicy, Verdict
 from bisect_ngc.core.verdicts import (BuildFact, RunFact, judge_exit, judge_probe, judge_run,
-                                 reported_commit)
+                                      reported_commit)
 
 SHA = "ab" * 20
 

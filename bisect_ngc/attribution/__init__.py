@@ -2,4 +2,4 @@
 components (search, pure), what an image is made of (components), the scripts run inside
 an image (scripts), and swap probes with their log (swap_probes, swap_log).
 
-May import: the pure leaves only; images are reached through a Containers backend."""
+May import: core (images are reached through a backend's Containers, core/probes.py)."""

@@ -22,7 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ..errors import UserError
 from ..core.search import RepeatPolicy, Verdict, combine_runs, runs_settled
@@ -190,22 +190,11 @@ def top_level_modules(site: Path) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if n.isidentifier()))
 
 
-class Containers(Protocol):
-    """What attribution needs from a container engine."""
-
-    def digest(self, image: str) -> str: ...
-    def config_env(self, image: str) -> list[str]: ...
-    def python_json(self, image: str, script: str, args: list[str],
-                    mounts: list[tuple[Path, str, bool]]) -> str: ...
-    def run(self, image: str, command: str, env: dict[str, str],
-            mounts: list[tuple[Path, str, bool]]) -> int | None: ...
-    def output(self, image: str, command: str, env: dict[str, str],
-               mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]: ...
-
-
 class ScriptsByShell:
     """python_json and run for an engine whose one primitive is output(): a command
     through the image's /bin/sh (Docker's containers, Slurm's jobs)."""
+
+    work_dir: Path | None = None
 
     def output(self, image: str, command: str, env: dict[str, str],
                mounts: list[tuple[Path, str, bool]]) -> tuple[int | None, str]:

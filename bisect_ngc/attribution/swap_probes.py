@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 from .search import Attribution, Side, Swap, fresh, next_swaps
 from .scripts import EXTRACT_SCRIPT, INVENTORY_SCRIPT
-from .components import (Component, Containers, Evidence, cannot_swap, diff, env_of,
+from ..core.probes import Containers
+from .components import (Component, Evidence, cannot_swap, diff, env_of,
                          extraction_plan, layout, safe)
 from ..errors import UserError
 from .swap_log import SwapLog

@@ -6,7 +6,7 @@ import importlib
 from typing import Callable
 
 from ..errors import UserError
-from .base import Backend, BackendSetup
+from ..core.probes import Backend, BackendSetup
 
 BACKENDS = {
     "local": ("bisect_ngc.backends.local", "LocalBackend"),

@@ -20,9 +20,8 @@ from typing import Any
 from ..core.artifacts import ArtifactStore
 from ..vcs.history import Worktrees
 from ..core.verdicts import BuildFact, RunFact
-from .base import (BackendSetup, Cancelled, PhaseCallback, ProbeOutcome, ProbeRequest,
-                   ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env,
-                   run_tests, test_plan)
+from ..core.probes import BackendSetup, Cancelled, PhaseCallback, ProbeRequest, test_plan
+from .base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
 
 
 def _start_time(pid: int) -> str | None:
@@ -129,6 +128,9 @@ class LocalBackend(ThreadedRounds):
         self.artifacts = artifacts
         self.say = say
         self.runner = ProcessRunner(state / "running")
+
+    def containers(self) -> None:
+        return None         # this host runs no images
 
     @classmethod
     def create(cls, setup: BackendSetup) -> "LocalBackend":

@@ -140,12 +140,7 @@ def _dry_run(bis, backend, as_json: bool) -> int:
     if not isinstance(step, list):
         return print_dry_run([], [], as_json, result=step.status.value)
     first = step[:bis.settings.jobs]        # what is submitted first: --jobs at a time
-    return print_dry_run(step, _scripts(backend, first), as_json)
-
-
-def _scripts(backend, requests) -> list[tuple[str, str]]:
-    """The scripts a backend would run for these probes, where it renders any."""
-    return list(getattr(backend, "dry_run", lambda reqs: [])(requests))
+    return print_dry_run(step, backend.dry_run(first), as_json)
 
 
 @cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))
@@ -280,7 +275,7 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
                           metric=metric)
         first = bis.request(sid, 0, 0)
         if dry_run:
-            return print_dry_run([first], _scripts(q.backend, [first]), as_json)
+            return print_dry_run([first], q.backend.dry_run([first]), as_json)
         reqs = [first] if metric is None else [
             replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
             for k in range(metric.rule.block)]

@@ -5,7 +5,7 @@ import statistics
 import threading
 import time
 
-from ..backends.base import ProbeRequest
+from ..core.probes import ProbeRequest
 from ..core.inputs import Events
 from ..core.search import ceil_log
 from ..core.records import ProbeRecord, SessionRecord

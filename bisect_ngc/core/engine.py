@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import shlex
 import time
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
-from ..backends.base import Backend, ProbeOutcome, ProbeRequest, Source, in_batches
+from .probes import Backend, ProbeRequest, Source, in_batches
+from .verdicts import ProbeOutcome
 from .environments import Environment, paired
 from .recipes import Recipe
-from .inputs import Events, Range, Settings, Tier, stop_if_needed
+from .inputs import Events, ImageSwaps, Overlays, Range, Settings, Tier, stop_if_needed
 from .search import (Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
 from .keys import CacheKey, digest
@@ -22,9 +23,6 @@ from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, 
                       finished)
 from .store import Store
 
-if TYPE_CHECKING:
-    from ..attribution.swap_probes import ImageSwaps
-    from ..prebuilt.wheel_overlay import Overlays
 
 
 class Bisection:
@@ -33,9 +31,9 @@ class Bisection:
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
-                 tiers: list[Tier] | None = None, overlays: "Overlays | None" = None,
-                 swaps: "ImageSwaps | None" = None,
-                 rebase: Callable[[str], tuple[Recipe, Backend, "Overlays | None"]] | None = None):
+                 tiers: list[Tier] | None = None, overlays: Overlays | None = None,
+                 swaps: ImageSwaps | None = None,
+                 rebase: Callable[[str], tuple[Recipe, Backend, Overlays | None]] | None = None):
         self.store = store
         self.span = span
         self.settings = settings or Settings()

@@ -1,16 +1,42 @@
 """What a bisection is run with: the range, prebuilt tiers, settings and progress hooks,
-and the two ways a probe can stop it (an interruption, a crashed test)."""
+the release-mode helpers the engine calls (overlays, image swaps), and the two ways a
+probe can stop it (an interruption, a crashed test)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Protocol
 
-from ..backends.base import ProbeOutcome, ProbeRequest, Source
+from .probes import ProbeRequest, Source
+from .verdicts import ProbeOutcome
 from ..errors import UserError
 from ..vcs.history import History
 from .records import ProbeRecord, SessionRecord
-from .search import RepeatPolicy
+from .search import RepeatPolicy, Verdict
 from .verification import DEFAULT_VERIFY
+
+
+class Overlays(Protocol):
+    """Overlay probes: a built neighbour's wheel with a commit's Python files put in
+    (prebuilt/wheel_overlay.py)."""
+
+    def cheap(self, lo: int, hi: int, verdicts: Mapping[int, Verdict]) -> dict[int, float]:
+        """The commits in (lo, hi) that an overlay can probe, by their cost."""
+
+    def source(self, target: int, lo: int, hi: int) -> Source | None:
+        """How to probe `target` as an overlay, if a built neighbour allows it."""
+
+    def make(self, target: int, src: Source) -> bool:
+        """Write the overlay's wheel into the store; False where it cannot be made."""
+
+
+class ImageSwaps(Protocol):
+    """Swap probes between two release images (attribution/swap_probes.py)."""
+
+    def carries(self, a: str, b: str) -> bool | None:
+        """Whether image a with b's PyTorch behaves as b; None where it could not tell."""
+
+    def attribute(self, a: str, b: str) -> dict[str, Any]:
+        """Which component makes a and b differ."""
 
 
 class Interrupted(KeyboardInterrupt):

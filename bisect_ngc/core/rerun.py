@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import verification
-from ..backends.base import Source
+from .probes import Source
 from .inputs import stop_if_needed
 from .search import Result, Verdict, open_interval
 

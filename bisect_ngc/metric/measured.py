@@ -15,7 +15,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..backends.base import ProbeOutcome, ProbeRequest, Source
+from ..core.probes import ProbeRequest, Source
+from ..core.verdicts import ProbeOutcome
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
                          guard, judge, numbers, settled, together)
 from .confirmation import pair, share

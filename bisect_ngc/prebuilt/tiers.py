@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..core.artifacts import ArtifactStore, artifact_name, urlopen
-from ..backends.base import ProbeKind, Source
+from ..core.probes import ProbeKind, Source
 from ..core.inputs import Range, Tier
 from ..errors import UserError
 from .releases import Catalog, Endpoint

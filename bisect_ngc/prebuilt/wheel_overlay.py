@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
 from ..core.artifacts import Artifact, ArtifactStore
-from ..backends.base import ProbeKind, Source
+from ..core.probes import ProbeKind, Source
 from ..vcs.history import History
 from .overlay import OVERLAY_COST, Base, Change, Decision, OverlayRule, choose_base, decide
 from ..core.search import Verdict

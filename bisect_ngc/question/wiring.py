@@ -20,7 +20,7 @@ import click
 from .. import backends
 from . import component_mode
 from ..core.artifacts import ArtifactStore
-from ..backends.base import Backend, BackendSetup
+from ..core.probes import Backend, BackendSetup
 from ..core.inputs import Events, Range, Settings, Tier
 from ..core.engine import Bisection
 from ..errors import UserError
@@ -204,14 +204,13 @@ class Question:
     def swaps(self, tiers: list[Tier], settings: Settings) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
-        make = getattr(self.backend, "containers", None)    # backends that run images
         # A swap runs the images without --with companions: not the probes' environment.
-        engine = make() if make is not None and any(t.name == "image" for t in tiers) and \
+        engine = self.backend.containers() if any(t.name == "image" for t in tiers) and \
             not self.recipe.companions else None
         if engine is None:
             return None
         r = self.recipe
-        work = getattr(engine, "work_dir", None) or self.opts.cache_dir / "components"
+        work = engine.work_dir or self.opts.cache_dir / "components"
         part = component(self.opts)
         test = r.test_as_is or r.test
         return ImageSwaps(engine, work, test, self.say,

@@ -31,9 +31,8 @@ from ...core.keys import digest
 from ...core.verdicts import BuildFact, RunFact
 from ...companions.builds import CompanionBuilds, torch_identity
 from .engine import LABEL, DockerContainers, connect, ensure_image, short_error
-from ..base import (BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed,
-                    ProbeOutcome, ProbeRequest, ThreadedRounds, cap_log, fetch_prebuilt,
-                    last_json_line, TestPlan, probe_env, run_tests, test_plan)
+from ...core.probes import BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest, TestPlan, test_plan
+from ..base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]

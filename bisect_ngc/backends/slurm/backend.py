@@ -32,8 +32,8 @@ from .queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phase,
                     task_end)
 from .settings import SlurmSettings
 from .scripts import TEMPLATES, round_mounts, write_controller
-from ..base import (BackendSetup, PhaseCallback, ProbeOutcome, ProbeRequest, TestPlan,
-                    test_plan)
+from ...core.probes import BackendSetup, PhaseCallback, ProbeRequest, TestPlan, test_plan
+from ..base import ProbeOutcome
 
 
 class SlurmBackend(RoundTasks):

@@ -1,4 +1,4 @@
-"""The Containers protocol (components.py) on Slurm: each inventory, extraction and swap
+"""The Containers protocol (core/probes.py) on Slurm: each inventory, extraction and swap
 probe is a test-only batch job that runs one command in the image through pyxis or enroot,
 from the image's squashfs in the shared directory. The swaps' files live in the shared
 directory too (`work_dir`), so the nodes see what the controller linked."""

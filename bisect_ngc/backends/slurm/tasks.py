@@ -11,7 +11,8 @@ from ...companions.builds import torch_identity
 from ...companions.sources import CompanionSources
 from ...vcs.mirrors import CheckoutError
 from ...core.search import Verdict
-from ..base import ProbeFailed, ProbeOutcome, ProbeRequest, TestPlan, fetch_prebuilt
+from ...core.probes import ProbeFailed, ProbeRequest, TestPlan
+from ..base import ProbeOutcome, fetch_prebuilt
 from .companions import BUILD_ENV, builds, env_names, prepare, test_command
 
 
