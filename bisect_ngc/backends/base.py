@@ -26,15 +26,18 @@ def fetch_prebuilt(artifacts: "ArtifactStore", req: ProbeRequest,
                    say: Callable[[str], None]) -> Path:
     """The directory holding the probe's prebuilt artifact; a failed download is this
     probe's skip (ProbeFailed), not the session's end."""
-    if req.source.tier == "overlay":          # written into the store by the controller
-        art = artifacts.get(req.source.ref)
+    source = req.source
+    if source is None:
+        raise ProbeFailed("a prebuilt probe without a source")
+    if source.tier == "overlay":          # written into the store by the controller
+        art = artifacts.get(source.ref)
         if art is None:
-            raise ProbeFailed(f"the {req.source.label} artifact is missing from the store")
+            raise ProbeFailed(f"the {source.label} artifact is missing from the store")
         return art.path
     try:
-        return artifacts.fetch(req.source.ref, say).path
+        return artifacts.fetch(source.ref, say).path
     except (OSError, ValueError) as exc:
-        raise ProbeFailed(f"could not download {req.source.label}: {exc}") from None
+        raise ProbeFailed(f"could not download {source.label}: {exc}") from None
 
 
 def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:
@@ -87,7 +90,7 @@ def run_tests(req: ProbeRequest, on_phase: PhaseCallback,
     the build failed."""
     expect = req.expected
     facts: list[RunFact] = []
-    if build is not None and judge_build(build) is not None:
+    if run_once is None or (build is not None and judge_build(build) is not None):
         return judge_probe(build, facts, req.policy, expect)
     for i in range(1, req.runs + 1):
         on_phase(req, "test" if req.runs == 1 else f"test {i}/{req.runs}")

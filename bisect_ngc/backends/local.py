@@ -20,8 +20,11 @@ from typing import Any
 from ..core.artifacts import ArtifactStore
 from ..vcs.history import Worktrees
 from ..core.verdicts import BuildFact, RunFact
-from ..core.probes import BackendSetup, Cancelled, PhaseCallback, ProbeRequest, test_plan
-from .base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
+from ..core.probes import (BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest,
+                           test_plan)
+from ..core.verdicts import ProbeOutcome
+from .base import (ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env,
+                   run_tests)
 
 
 def _start_time(pid: int) -> str | None:
@@ -162,6 +165,8 @@ class LocalBackend(ThreadedRounds):
         plan = test_plan(req, r)
         if plan.artifacts == "ready":
             on_phase(req, "download")
+            if self.artifacts is None:
+                raise ProbeFailed("no artifact store: this backend cannot fetch prebuilt artifacts")
             env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
         elif plan.artifacts == "build" and r.build:
             on_phase(req, "build")

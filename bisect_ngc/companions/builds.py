@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.artifacts import ArtifactStore
+from ..core.probes import ProbeFailed
 from .sources import CheckoutFailed, CompanionSources
 from .specs import Companion, Installed, build_script, placed
 from ..core.keys import digest
@@ -77,6 +78,9 @@ class CompanionBuilds:
                         return failed
                     ready.built.append(c.label)
                     art = self.artifacts.get(key)
+                    if art is None:
+                        raise ProbeFailed(f"the companion {c.label} was built but is not "
+                                          "in the store")
                 ready.mounts.append(Mount(art.path, item.inside))
         return ready
 

@@ -71,7 +71,9 @@ class Bisection:
             labels=self.span.labels, origin=self.span.history.web_origin(),
             subject=self.recipe.subject, probe_argv=s.probe_argv)
         self.store.create_session(sid, params, self.span.candidates)
-        return self.store.session(sid), False
+        created = self.store.session(sid)
+        assert created is not None, sid   # just inserted
+        return created, False
 
     def cache_key(self, commit: str, source: Source | None = None) -> CacheKey:
         if source is None:
@@ -124,10 +126,15 @@ class Bisection:
         backend.prepare()
         self._adopt(recipe, backend)
 
+    @property
+    def _sid(self) -> str:
+        assert self.session is not None, "run() opens the session first"
+        return self.session.id
+
     def _paired(self, found: Result) -> Result:
         """The last guard against a confident wrong answer (environments.paired)."""
         envs = {p.idx: Environment.from_dict(p.details.get("environment"))
-                for p in self.store.probes(self.session.id)}
+                for p in self.store.probes(self._sid)}
         return paired(found, {i: e for i, e in envs.items() if e is not None})
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
@@ -175,11 +182,11 @@ class Bisection:
     def _carries_it(self, lo: int, hi: int) -> bool | None:
         """One swap, no build: the older image with the newer one's files of what is
         bisected (PyTorch, or --component's)."""
-        if self.swaps is None or None in (self._image_ref(lo), self._image_ref(hi)):
+        a, b = self._image_ref(lo), self._image_ref(hi)
+        if self.swaps is None or a is None or b is None:
             return None
         if (lo, hi) not in self._carries:
-            self._carries[lo, hi] = self.swaps.carries(self._image_ref(lo),
-                                                       self._image_ref(hi))
+            self._carries[lo, hi] = self.swaps.carries(a, b)
         return self._carries[lo, hi]
 
     def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
@@ -255,14 +262,13 @@ class Bisection:
                tier: Tier | None = None) -> None:
         lo, hi = open_interval(len(self.span.candidates), verdicts)
         self.events.round(rnd, step.indices, lo, hi, tier.name if tier else "build")
-        requests = []
+        requests: list[ProbeRequest] = []
         for i in step.indices:
             commit = self.span.candidates[i]
             source, hit = self._lookup(tier, i, lo, hi)
-            if hit is None and source is not None and source.tier == "overlay":
-                made = self.overlays.make(i, source)
-                if not made:
-                    source = None    # refused: build it after all (no build verdict cached)
+            if hit is None and source is not None and source.tier == "overlay" and \
+                    self.overlays is not None and not self.overlays.make(i, source):
+                source = None    # refused: build it after all (no build verdict cached)
             if hit is not None:
                 hit.round, hit.idx = rnd, i
                 hit.started = hit.ended = time.time()
@@ -320,7 +326,7 @@ class Bisection:
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
                 return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
-            verdicts.update({i: hit.verdict for i, hit in hits.items()})
+            verdicts.update({i: hit.verdict for i, hit in hits.items() if hit is not None})
 
     def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
@@ -344,7 +350,7 @@ class Bisection:
     def _skip_summary(self, found: Result) -> str:
         """Where the untestable commits lie and why they were skipped, most often."""
         cands = self.span.candidates
-        skipped = {p.commit: p.reason for p in self.store.probes(self.session.id)
+        skipped = {p.commit: p.reason for p in self.store.probes(self._sid)
                    if p.verdict is Verdict.SKIP}
         reason, count = _most_common(list(skipped.values()))
         first, last = found.skipped[0], found.skipped[-1]
@@ -360,7 +366,7 @@ class Bisection:
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
         reasons, explanation, components = {}, found.explanation, None
         if found.status.value == "invalid-endpoints":
-            by_idx = {p.idx: p for p in self.store.probes(self.session.id)}
+            by_idx = {p.idx: p for p in self.store.probes(self._sid)}
             seen = []
             for side, i in (("old", 0), ("new", len(cands) - 1)):
                 p = by_idx.get(i)
@@ -373,9 +379,9 @@ class Bisection:
         if found.stopped_early:
             explanation += self._skip_summary(found)
         if found.status is Status.NOT_IN_COMMITS and self.swaps is not None:
-            images = [self._image_ref(i) for i in self._between]
-            if None not in images:
-                components = self.swaps.attribute(*images)
+            a, b = (self._image_ref(i) for i in self._between)
+            if a is not None and b is not None:
+                components = self.swaps.attribute(a, b)
         first = sha(found.first_new)
         return SessionResult(
             status=found.status.value, first_new=first, last_old=sha(found.last_old),

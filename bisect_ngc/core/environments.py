@@ -87,9 +87,12 @@ def unpaired(old: Environment, new: Environment) -> str:
 def paired(found: Result, environments: Mapping[int, "Environment"]) -> Result:
     """`found` only when its two verdicts come from comparable environments; else the
     range between them, ambiguous, saying why."""
-    ends = [environments.get(i) for i in (found.last_old, found.first_new)]
-    if found.status is not Status.FOUND or None in ends or not unpaired(*ends):
+    if found.status is not Status.FOUND or found.last_old is None or found.first_new is None:
         return found
+    old, new = environments.get(found.last_old), environments.get(found.first_new)
+    if old is None or new is None or not unpaired(old, new):
+        return found
+    ends = [old, new]
     return replace(found, status=Status.AMBIGUOUS, first_new=None,
                    candidates=tuple(range(found.last_old + 1, found.first_new + 1)),
                    explanation=unpaired(*ends))

@@ -107,7 +107,7 @@ class TestPlan:
 
 def test_plan(req: "ProbeRequest", recipe: "Recipe") -> TestPlan:
     """The one mapping from a probe's kind to what a backend does for it."""
-    if req.tier is ProbeKind.IMAGE:
+    if req.tier is ProbeKind.IMAGE and req.source is not None:
         return TestPlan("none", req.source.ref, recipe.test_as_is or recipe.test)
     return TestPlan("build" if req.tier is ProbeKind.BUILD else "ready", recipe.image,
                     recipe.test)

@@ -27,8 +27,13 @@ class ProbeRecord:
 
 
 # A session's status: the search's answers, and the two states of one not answered yet.
-SessionStatus = Enum("SessionStatus", {"RUNNING": "running", "INTERRUPTED": "interrupted",
-                                       **{s.name: s.value for s in Status}}, type=str)
+class SessionStatus(str, Enum):
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    FOUND = Status.FOUND.value
+    AMBIGUOUS = Status.AMBIGUOUS.value
+    INVALID_ENDPOINTS = Status.INVALID_ENDPOINTS.value
+    NOT_IN_COMMITS = Status.NOT_IN_COMMITS.value
 
 
 def finished(status: SessionStatus) -> bool:

@@ -70,7 +70,7 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
     endpoints' decision (`fresh_ends`; a part of a range split by segments.plan has ends
     compared side by side since its split). Returns the result (ambiguous, with the
     numbers, if that fails within --max-runs), or the commits that need more runs."""
-    if found.status is not Status.FOUND:
+    if found.status is not Status.FOUND or found.last_old is None or found.first_new is None:
         return found
     lo, hi = found.last_old, found.first_new
     n = max(samples) + 1

@@ -104,6 +104,8 @@ class MeasuredBisection(Bisection):
         if p.step:
             return None, stop or Round(p.step)
         self.changes = p.changes
+        if p.result is None:
+            raise AssertionError("segments.plan gave no runs, no step and no answer")
         return None, p.result
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
@@ -184,7 +186,7 @@ class MeasuredBisection(Bisection):
             "rounds": self.narrowing(),
             "drift": {str(r): d for r, d in drift(self.samples, j.verdicts).items()}}
         pairs = [("endpoints", 0, n - 1)]
-        if found.status is Status.FOUND:
+        if found.status is Status.FOUND and found.last_old is not None and found.first_new is not None:
             pairs.append(("culprit", found.last_old, found.first_new))
         for key, lo, hi in pairs:
             if self.samples.get(lo) and self.samples.get(hi):

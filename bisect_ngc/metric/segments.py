@@ -104,7 +104,7 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1))
     if isinstance(checked, tuple):
         acc.more |= {i + a for i in checked}
-    elif checked.status is Status.FOUND:
+    elif checked.status is Status.FOUND and checked.last_old is not None and checked.first_new is not None:
         lo, hi = checked.last_old + a, checked.first_new + a
         acc.found.append((lo, hi))
         if leftover(a, b, lo, hi, samples, rule):    # more change than the pair's

@@ -23,7 +23,7 @@ import functools
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeVar
 
 NU = 4.0
 MAD_TO_SIGMA = 1.4826
@@ -137,7 +137,10 @@ DRIFT_WINDOW = 3   # rounds either side whose reference runs estimate a round's 
 DRIFT_Z = 1.0      # an offset is believed only beyond this many of its standard errors
 
 
-def offsets(refs: Mapping[int, Sequence[tuple[int, float]]], location: Mapping[int, float],
+K = TypeVar("K")
+
+
+def offsets(refs: Mapping[K, Sequence[tuple[int, float]]], location: Mapping[K, float],
             s: float) -> dict[int, float]:
     """Per round, the machine's drift: the median distance from their side's location of
     the reference runs (refs[side] holds (round, value) of the commits known to be on
@@ -246,7 +249,7 @@ def fold(values: Sequence[float], st: States | None) -> list[float]:
     the state more likely at the group's own level)."""
     if st is None or not values:
         return list(values)
-    best = None
+    best = (-math.inf, min(values))
     for start in (min(values), min(values) - st.gap, statistics.median(values)):
         lv = start
         for _ in range(10):
@@ -255,7 +258,7 @@ def fold(values: Sequence[float], st: States | None) -> list[float]:
         ll = sum(math.log((1 - st.share) * _phi((v - lv) / st.sigma) +
                           st.share * _phi((v - lv - st.gap) / st.sigma) + 1e-300)
                  for v in values)
-        if best is None or ll > best[0]:
+        if ll > best[0]:
             best = (ll, lv)
     lv = best[1]
     return [v - st.gap if abs(v - lv - st.gap) < abs(v - lv) else v for v in values]

@@ -128,6 +128,8 @@ def decide(changes: Sequence[Change], rule: OverlayRule) -> Decision:
         bad = next((p for p, k in kinds.items() if k == "build"), None)
         if bad is not None:
             return Decision(False, f"{bad} changed and is not a file that ships as it is")
+        gone: str | None
+        new: str | None
         if ch.status.startswith("D"):
             gone, new = ch.path, None
         elif ch.status.startswith("R"):

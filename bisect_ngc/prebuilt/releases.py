@@ -138,12 +138,12 @@ class Catalog:
                 raise UserError(f"'{spec}' is neither a release, an image nor a commit",
                                 hint="use a release like 24.09, an image like "
                                      "nvcr.io/nvidia/pytorch:24.09-py3, or a commit sha")
-            rel = self.by_image(spec)
-            if rel is None:
+            known = self.by_image(spec)
+            if known is None:
                 raise UserError(f"image '{spec}' is not in the catalog",
                                 hint=f"read its facts with `bisect-ngc resolve --image {spec}`"
                                      " on a host with Docker, then run this again")
-            return Endpoint(spec, "image", _commit_of(rel), rel, spec)
+            return Endpoint(spec, "image", _commit_of(known), known, spec)
         return Endpoint(spec, "commit", spec)
 
 

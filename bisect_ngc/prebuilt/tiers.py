@@ -59,9 +59,9 @@ def image_tier(span: Range, catalog: Catalog, old: Endpoint, new: Endpoint,
         if ep.image:
             sources[i] = Source(ProbeKind.IMAGE, ep.image, _image_label(ep.image, catalog))
     for rel in catalog.all():
-        i = find(commit_of(rel)) if commit_of(rel) else None
-        if i is not None and i not in sources:
-            sources[i] = Source(ProbeKind.IMAGE, rel.image, f"NGC {rel.name}")
+        at = find(commit_of(rel)) if commit_of(rel) else None
+        if at is not None and at not in sources:
+            sources[at] = Source(ProbeKind.IMAGE, rel.image, f"NGC {rel.name}")
     return Tier("image", sources)
 
 
@@ -182,7 +182,7 @@ def branch_map(span: Range) -> dict[str, tuple[str, str]]:
             out = repo.git.log("--format=%H %s", ref)
         except Exception:  # noqa: BLE001 - no such branch
             continue
-        dates = {}
+        dates: dict[str, tuple[str, str]] = {}
         for line in out.splitlines():
             sha, _, subject = line.partition(" ")
             m = BRANCH_RE.match(subject)

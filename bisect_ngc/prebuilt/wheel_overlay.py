@@ -185,12 +185,12 @@ def overlay_wheel(base: Path, out: Path, *, replace: Mapping[str, bytes],
                 data = zin.read(info)
                 zout.writestr(info, data, compresslevel=1)
                 rows.append(f"{info.filename},{_record_hash(data)},{len(data)}")
-            for where, data in sorted(plan.items()):
-                if data is not None:
+            for where, content in sorted(plan.items()):
+                if content is not None:
                     info = zipfile.ZipInfo(where, date_time=(1980, 1, 1, 0, 0, 0))
                     info.external_attr = 0o644 << 16
-                    zout.writestr(info, data, zipfile.ZIP_DEFLATED, compresslevel=1)
-                    rows.append(f"{where},{_record_hash(data)},{len(data)}")
+                    zout.writestr(info, content, zipfile.ZIP_DEFLATED, compresslevel=1)
+                    rows.append(f"{where},{_record_hash(content)},{len(content)}")
             rows.append(f"{record},,")
             zout.writestr(record, "\n".join(rows) + "\n")
     return sorted(plan)

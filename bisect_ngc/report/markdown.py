@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import jinja2
 
+from ..errors import UserError
 from ..core.environments import Environment
 from .metric_plot import metric_svg
 from ..core.search import Verdict, ceil_log, open_interval
@@ -127,9 +128,10 @@ def _environment(p: ProbeRecord, built: bool) -> str:
 def _wall(probes: list[ProbeRecord]) -> float:
     total = 0.0
     for rnd in {p.round for p in probes}:
-        ran = [p for p in probes if p.round == rnd and not p.cached and p.started and p.ended]
+        ran = [(p.started, p.ended) for p in probes
+               if p.round == rnd and not p.cached and p.started and p.ended]
         if ran:
-            total += max(p.ended for p in ran) - min(p.started for p in ran)
+            total += max(e for _, e in ran) - min(s for s, _ in ran)
     return total
 
 
@@ -240,6 +242,8 @@ def _costs(probes: list[ProbeRecord], n: int, skipped: int) -> dict[str, Any]:
 def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     """Everything the report shows, from the state database alone."""
     rec = store.session(sid)
+    if rec is None:
+        raise UserError(f"session '{sid}' not found")
     probes = store.probes(rec.id)
     n = len(rec.candidates)
     params, result = rec.params, rec.result

@@ -8,7 +8,7 @@ import tempfile
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import git
 
@@ -257,7 +257,7 @@ class History:
         found: dict[str, str | None] = {}
         for rev in revs:
             try:
-                sha, kind, _ = self.repo.git.get_object_header(f"{validate_rev(rev)}^{{commit}}")
+                sha, kind, _ = cast("tuple[bytes, bytes, int]", self.repo.git.get_object_header(f"{validate_rev(rev)}^{{commit}}"))
                 found[rev] = sha.decode() if kind == b"commit" else None
             except (UserError, ValueError):
                 found[rev] = None
@@ -364,7 +364,7 @@ class Worktrees:
                 Path((admin / "gitdir").read_text().strip()).resolve() == (wt / ".git").resolve()
         except OSError:
             return
-        if mine:
+        if mine and admin is not None:
             shutil.rmtree(admin, ignore_errors=True)
 
     def checkout(self, slot: int | str, sha: str, *, clean: bool = True,

@@ -53,6 +53,8 @@ class SubmoduleCache:
 
     def update(self, tree: git.Repo, sha: str) -> None:
         """Check out the submodules `tree` (at superproject commit `sha`) names, and theirs."""
+        if tree.working_tree_dir is None:
+            raise CheckoutError(f"{tree.git_dir} is a bare repository: no submodules to check out")
         wt = Path(tree.working_tree_dir)
         urls = _submodule_urls(tree, sha)
         for path, sub_sha in _gitlinks(tree):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 from ...core.records import SlurmJob
 from ...core.search import RepeatPolicy, Verdict
@@ -18,7 +19,7 @@ def result_path(rdir: Path, job: SlurmJob) -> Path:
 
 def read_result(rdir: Path, job: SlurmJob, policy: RepeatPolicy, *,
                 build_limit: float | None, test_limit: float | None,
-                companions: list[str] = ()) -> ProbeOutcome | None:
+                companions: Sequence[str] = ()) -> ProbeOutcome | None:
     """The task's judged outcome, or None while it has no result file."""
     path = result_path(rdir, job)
     if not path.exists():

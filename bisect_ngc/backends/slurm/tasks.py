@@ -32,7 +32,8 @@ class RoundTasks:
                       ) -> tuple[list[dict[str, Any]], dict[str, ProbeOutcome]]:
         """Check out worktrees for a round of one plan; a checkout failure is an immediate
         skip."""
-        tasks, early = [], {}
+        tasks: list[dict[str, Any]] = []
+        early: dict[str, ProbeOutcome] = {}
         for req in requests:
             try:
                 # One worktree per commit: jobs of an interrupted round may still use theirs.
