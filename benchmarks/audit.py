@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.repos import BUILD, TEST, make_repo  # noqa: E402
+from tests.lib.repos import BUILD, TEST, make_repo  # noqa: E402
 
 JOBS = 2
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.checkouts [--commits 2000] [--files 20000] [--submodules 30]
 
-Generates the repository (benchmarks.repos.make_pytorch_shaped_repo: 20k files, 30
+Generates the repository (tests.lib.repos.make_pytorch_shaped_repo: 20k files, 30
 submodules as local bare repositories, 2000 first-parent commits moving a submodule
 pointer every 25) and puts two slots through the commits a bisection of it probes (the
 transition two thirds in, 12 commits), twice:
@@ -31,7 +31,7 @@ from bisect_ngc.vcs.history import History, Worktrees
 from bisect_ngc.core.search import Result, Verdict, next_step
 from bisect_ngc.vcs.submodules import SubmoduleCache
 
-from benchmarks.repos import make_pytorch_shaped_repo
+from tests.lib.repos import make_pytorch_shaped_repo
 
 
 def du_kib(*paths: Path) -> int:

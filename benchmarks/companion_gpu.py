@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.companion_repos import wheel
+from tests.lib.companion_repos import wheel
 from bisect_ngc.companions.specs import Installed, install_prelude, parse
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """What `--with` costs: builds, probes and wall time of one bisection of the generated
-torch stand-in (benchmarks/companion_repos.py) without a companion, with a git companion
+torch stand-in (tests/lib/companion_repos.py) without a companion, with a git companion
 rebuilt for each probed torch, and the same question again on the same cache.
 
     python -m benchmarks.companions [--image IMAGE] [--repeat 3]
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.companion_repos import BUILD, TEST, WITH_BUILD, make_companion_repos
+from tests.lib.companion_repos import BUILD, TEST, WITH_BUILD, make_companion_repos
 
 IMAGE = "bisect-ngc-test/debian-build:bookworm-git"
 # Without a companion the test installs the torch wheel itself and asks torch directly.

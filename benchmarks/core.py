@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.vcs.history import History  # noqa: E402
-from benchmarks.repos import BUILD, TEST, make_repo  # noqa: E402
+from tests.lib.repos import BUILD, TEST, make_repo  # noqa: E402
 
 
 def bisect_ngc(*args: str) -> dict:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.repos import CEXT_BUILD, make_cext_repo, make_repo  # noqa: E402
+from tests.lib.repos import CEXT_BUILD, make_cext_repo, make_repo  # noqa: E402
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
 

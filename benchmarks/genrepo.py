@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.repos import make_repo  # noqa: E402
+from tests.lib.repos import make_repo  # noqa: E402
 
 
 def parse_ranges(text: str) -> set[int]:

@@ -22,7 +22,7 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 [ -n "${RESUME:-}" ] && cp -r "$RESUME" "$WORK/state" && chmod -R u+w "$WORK/state"
 [ "$MODE" = found ] && TRANSITION=$((N / 2)) || TRANSITION=$N
 python3 -c "
-from pathlib import Path; from benchmarks.repos import make_repo
+from pathlib import Path; from tests.lib.repos import make_repo
 print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])" > "$DEST/metric_gpu_$MODE.expected"
 if [ "${CHANGE:-ffn}" = math ]; then
   TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'

@@ -4,7 +4,7 @@
     python -m benchmarks.overlays model  [--commits 1321] [--python-only 0.4] [--build-min 60]
     python -m benchmarks.overlays repack [WHEEL]
 
-real: a generated compiled package (benchmarks.repos.make_mixed_repo) whose commits are
+real: a generated compiled package (tests.lib.repos.make_mixed_repo) whose commits are
       Python-only at the given rate, bisected by the Docker backend on the real engine for
       several transitions, with and without overlays; counts builds and overlay probes.
       Needs scripts/docker-up.sh.
@@ -112,7 +112,7 @@ def model(args: argparse.Namespace) -> None:
 
 
 def real(args: argparse.Namespace) -> None:
-    from benchmarks.repos import MIXED_BUILD, MIXED_RULE, MIXED_TEST, make_mixed_repo
+    from tests.lib.repos import MIXED_BUILD, MIXED_RULE, MIXED_TEST, make_mixed_repo
     image = "bisect-ngc-test/debian-build:bookworm-git"
     rng = random.Random(args.seed)
     n = args.commits

@@ -1,7 +1,7 @@
 """Probes against `git bisect run` on histories with a stretch of untestable commits:
 python -m benchmarks.skips [--histories 200] [--seed 1] [--before REV]
 
-Each history is a real repository (benchmarks.repos.make_repo) of 12-400 commits with one
+Each history is a real repository (tests.lib.repos.make_repo) of 12-400 commits with one
 stretch of 1-12 commits that do not build; in half of them the change of behaviour is
 next to the stretch or inside it, as when the commit that broke the build changed the
 behaviour too. `git bisect run` runs on it for real; bisect-ngc's search (--jobs 1, what
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.core import search  # noqa: E402
-from benchmarks.repos import make_repo  # noqa: E402
+from tests.lib.repos import make_repo  # noqa: E402
 
 STEP = "test -e broken && exit 125; test \"$(cat behaviour)\" = old"
 

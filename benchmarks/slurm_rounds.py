@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.core.search import ceil_log  # noqa: E402
 from bisect_ngc.core.keys import digest  # noqa: E402
-from benchmarks.repos import BUILD, TEST, make_repo  # noqa: E402
+from tests.lib.repos import BUILD, TEST, make_repo  # noqa: E402
 
 N, T = 400, 271
 

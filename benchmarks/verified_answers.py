@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.repos import make_repo  # noqa: E402
+from tests.lib.repos import make_repo  # noqa: E402
 from bisect_ngc.core.inputs import Range, Settings  # noqa: E402
 from bisect_ngc.core.engine import Bisection  # noqa: E402
 from bisect_ngc.vcs.history import History  # noqa: E402
@@ -28,7 +28,7 @@ from bisect_ngc.core.recipes import Recipe  # noqa: E402
 from bisect_ngc.core.search import RepeatPolicy  # noqa: E402
 from bisect_ngc.core.store import Store  # noqa: E402
 from bisect_ngc.core.verdicts import RunFact, judge_probe  # noqa: E402
-from tests.test_engine import ScriptedBackend  # noqa: E402
+from tests.lib.fakes import ScriptedBackend  # noqa: E402
 
 
 class FlakyRuns(ScriptedBackend):

@@ -15,7 +15,7 @@ import pytest
 from bisect_ngc.core.search import ceil_log, expected_rounds
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 
 # The test also appends the commit to a counter file, so executions can be counted.
 COUNTING_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bisect_ngc.vcs.build_trees import SKEW_LIMIT_S, newest_mtime, settle
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 
 # make-like: recompile only when the source is newer, in whole seconds, than the output;
 # the output is dated into the next second, as a link in the checkout's second reads.

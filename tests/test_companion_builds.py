@@ -1,5 +1,5 @@
 """--with and --component on the real Docker engine (issue 23), with the generated
-repositories of benchmarks/companion_repos.py (a torch stand-in whose compiled ABI
+repositories of tests/lib/companion_repos.py (a torch stand-in whose compiled ABI
 changes at a known commit, and a companion that compiles against its headers and refuses
 another ABI on import), built into wheels inside the test image. Not proven here: a
 real TE build (CUDA toolkit and cuDNN headers), which tests/test_companions.py covers
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.companion_repos import (ABI_CHANGE, BROKEN, BUILD, NEW_FROM, TEST, WHEEL,
+from tests.lib.companion_repos import (ABI_CHANGE, BROKEN, BUILD, NEW_FROM, TEST, WHEEL,
                                         WITH_BUILD, commit, git, make_companion_repos)
 
 from .test_docker_backend import IMAGE, PROBLEM, docker_client
@@ -107,7 +107,7 @@ def test_a_wheel_built_once_says_so_instead_of_naming_a_culprit(repos, tmp_path,
 def test_a_rebuilt_wheel_of_the_same_name_is_probed_again(repos, tmp_path, run_cli):
     """Finding 3 of issue 30: pip writes the same file name for the same version, so a
     wheel known by its path answered from the cache after a rebuild (0 probes, exit 0)."""
-    from benchmarks.companion_repos import wheel
+    from tests.lib.companion_repos import wheel
     torch, shas, comp = repos
     out = tmp_path / "kit"
     path = wheel(out, "kit", "1.0", {"kit/__init__.py": b"ok = True\n"}, purelib=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.companion_repos import wheel as make_wheel
+from tests.lib.companion_repos import wheel as make_wheel
 
 from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
 
@@ -23,7 +23,7 @@ LIB_C = "int bisect_demo(void) { return %d; }\n"
 
 
 def wheel(out: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    """A pure-Python wheel of text files (benchmarks.companion_repos.wheel)."""
+    """A pure-Python wheel of text files (tests.lib.companion_repos.wheel)."""
     return make_wheel(out, name, version, {k: v.encode() for k, v in files.items()},
                       purelib=True)
 
@@ -229,7 +229,7 @@ def release_bisect(run_cli, pair, tmp_path, monkeypatch, test: str, *extra,
     """`bisect --from 90.01 --to 90.02` over a generated PyTorch history (n commits, new
     from one), the releases shipping two of them, the pair tagged as their images.
     Returns (exit code, the JSON result, stderr, shas)."""
-    from benchmarks.repos import make_repo
+    from tests.lib.repos import make_repo
     from .test_tiers import catalog
     shas = make_repo(tmp_path / "pytorch", *history)
     monkeypatch.setenv("BISECT_NGC_CATALOG", str(catalog(

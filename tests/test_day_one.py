@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 
 
 def _one_json_value(out: str) -> dict:

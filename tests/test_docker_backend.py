@@ -19,7 +19,7 @@ import pytest
 
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
+from tests.lib.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
                               TEST, make_cext_repo, make_mixed_repo, make_pytorch_shaped_repo,
                               make_repo)
 

@@ -4,11 +4,10 @@ The backend is a stand-in (a script of outcomes) so the engine's own rules can b
 fast; the repository is a real generated one. Real backends are tested elsewhere."""
 from __future__ import annotations
 
-from typing import Callable
 
 import pytest
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 from bisect_ngc.core.probes import BackendLost, Source
 from bisect_ngc.core.verdicts import ProbeOutcome
 from bisect_ngc.core.inputs import Range, Settings, Tier
@@ -19,35 +18,7 @@ from bisect_ngc.core.recipes import Recipe
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.records import SessionStatus
 from bisect_ngc.core.store import Store
-
-
-class ScriptedBackend:
-    name = "scripted"
-
-    def __init__(self, decide: Callable[[int], ProbeOutcome], stop_after: int | None = None):
-        self.decide = decide
-        self.stop_after = stop_after
-        self.probed: list[int] = []
-        self.cancelled = 0
-
-    def describe(self):
-        return {"backend": self.name}
-
-    def environment(self):
-        return "scripted"
-
-    def prepare(self):
-        pass
-
-    def cancel(self):
-        self.cancelled += 1
-
-    def run_round(self, requests, on_phase):
-        for req in requests:
-            if self.stop_after is not None and len(self.probed) >= self.stop_after:
-                raise KeyboardInterrupt
-            self.probed.append(req.index)
-            yield req, self.decide(req.index)
+from tests.lib.fakes import ScriptedBackend
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from benchmarks.companion_repos import wheel
+from tests.lib.companion_repos import wheel
 from bisect_ngc.companions.sources import CompanionSources
 from bisect_ngc.companions.specs import parse
 from bisect_ngc.errors import UserError
@@ -99,7 +99,7 @@ def test_only_scripts_the_test_runs_on_this_host_count(tmp_path):
 def test_an_edited_test_script_is_probed_again_not_answered_from_the_cache(tmp_path, run_cli):
     """Finding 6 end to end: a user edits ~/repro.sh between two runs of one command."""
     import json
-    from benchmarks.repos import BUILD, TEST, make_repo
+    from tests.lib.repos import BUILD, TEST, make_repo
     shas = make_repo(tmp_path / "r", 20, 13)
     script = tmp_path / "repro.sh"
     script.write_text(TEST + "\n")

@@ -9,7 +9,7 @@ import pytest
 from bisect_ngc.errors import UserError
 from bisect_ngc.vcs.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from bisect_ngc.metric.measured import measurement, metric_value
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 
 # 15% more loop iterations from the commit whose `behaviour` file says "new"; the run
 # prints the fastest of 21 repetitions, in milliseconds. (This machine's own timing noise

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 from bisect_ngc.metric.comparator import Rule, judge, settled
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.store import Store

@@ -19,7 +19,7 @@ from bisect_ngc.prebuilt.overlay import (OVERLAY_COST, Decision, OverlayRule, Ru
                                          decide)
 from bisect_ngc.prebuilt.wheel_overlay import OverlayRefused, Overlays, overlay_wheel, wheel_path
 
-from benchmarks.repos import MIXED_RULE, make_mixed_repo
+from tests.lib.repos import MIXED_RULE, make_mixed_repo
 
 PYTORCH = OverlayRule.parse(["pytorch"])
 

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import pytest
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 from bisect_ngc.errors import UserError
 from bisect_ngc.core.inputs import Settings
 from bisect_ngc.question.wiring import Options, ask

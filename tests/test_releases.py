@@ -15,7 +15,7 @@ from bisect_ngc.errors import UserError
 from bisect_ngc.core.recipes import pytorch_preset
 from bisect_ngc.prebuilt.releases import Catalog
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 
 
 

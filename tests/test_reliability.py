@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 from bisect_ngc.core.artifacts import ArtifactStore
 from bisect_ngc.core.store import Store
 

@@ -24,7 +24,7 @@ from bisect_ngc.report.markdown import github_slug
 from bisect_ngc.core.records import SessionStatus
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 
 
 

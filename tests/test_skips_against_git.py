@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bisect_ngc.core.search import ceil_log
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ from bisect_ngc.core.keys import digest
 from bisect_ngc.core.records import SlurmJob
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
+from tests.lib.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
 
 
 def _cluster_problem() -> str | None:

@@ -21,7 +21,7 @@ import pytest
 from bisect_ngc.core.search import ceil_log
 from bisect_ngc.core.store import Store
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 from tests.test_companion_builds import repos as repos_fixture
 from tests.test_slurm_backend import (PROBLEM as SLURM_PROBLEM, kill_after_two_rounds_and_rerun,
                                       my_jobs, submitted_tests)
@@ -229,7 +229,7 @@ def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_
     """--with on the cluster (issue 23): the generated torch stand-in and companion of
     tests/test_companion_builds.py; the companion is built by the build array against each
     probed torch, in the image, into the shared store; a second question reuses both."""
-    from benchmarks.companion_repos import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
+    from tests.lib.companion_repos import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
     torch, shas, comp = repos
 
     def argv(test, *extra):

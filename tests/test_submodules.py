@@ -13,7 +13,7 @@ from bisect_ngc.vcs.history import CheckoutError, History, Worktrees
 from bisect_ngc.core.store import Store
 from bisect_ngc.vcs.submodules import SubmoduleCache
 
-from benchmarks.repos import make_pytorch_shaped_repo
+from tests.lib.repos import make_pytorch_shaped_repo
 
 TEST = 'test "$(cat behaviour)" = old'
 

@@ -8,7 +8,7 @@ import pytest
 
 from bisect_ngc.cli.main import cli
 
-from benchmarks.repos import BUILD, TEST, make_repo
+from tests.lib.repos import BUILD, TEST, make_repo
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.repos import make_repo
+from tests.lib.repos import make_repo
 from bisect_ngc.core.store import Store
 from bisect_ngc.prebuilt.tiers import parse_index
 

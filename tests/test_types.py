@@ -30,3 +30,10 @@ def test_the_package_type_checks():
     out, err, code = api.run(["--config-file", str(ROOT / "pyproject.toml"),
                               "--cache-dir", str(ROOT / ".mypy_cache")])
     assert code == 0, out + err
+
+
+def test_a_session_can_end_with_every_answer_the_search_gives():
+    """SessionStatus is written out for the type checker; it must still follow Status."""
+    from bisect_ngc.core.records import SessionStatus
+    from bisect_ngc.core.search import Status
+    assert {s.value for s in Status} <= {s.value for s in SessionStatus}

@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.repos import TEST, make_repo
+from tests.lib.repos import TEST, make_repo
 from bisect_ngc.core.search import Result, Status, Verdict
 from bisect_ngc.core.verification import claims, next_round, settle
 
