@@ -254,6 +254,23 @@ def test_a_skip_counts_as_neither_side():
     assert step.status == "found" and step.culprits == ("c000",), step
 
 
+def test_a_masking_check_that_cannot_run_leaves_the_answer_unresolved():
+    """c0 alone turns A into B, but c1 masks it, so A with both behaves like A. Read as
+    "like A", a skipped swap of c0 alone made the answer "not in these components"
+    (found by hypothesis: test_a_rule_that_is_not_monotone_is_unresolved_or_exact)."""
+    names = ["c0", "c1"]
+    seen: dict[Swap, Side] = {}
+    while not isinstance(step := next_swaps(names, seen), Attribution):
+        for swap in step:
+            if swap == Swap.of("a", ["c0"]):
+                seen[swap] = Side.SKIP
+            elif swap.into == "a":
+                seen[swap] = Side.B if swap.components == frozenset({"c0"}) else Side.A
+            else:
+                seen[swap] = Side.B
+    assert step.status == "unresolved" and "c0" in step.explanation, step
+
+
 def test_a_culprit_no_swap_can_put_in_is_unresolved_not_a_definite_no():
     """Finding 5 of issue 30: the culprit differs but cannot be swapped (another Python,
     absent from the donor): "not in these components" would be wrong."""

@@ -147,12 +147,21 @@ def _not_in(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, S
                                            "with something outside them" if back is Side.A
                                            else _unsettled(None)))
     if len(names) <= MASKING_CHECKS:
-        alone = next((n for n in names if ask(Swap.of("a", [n])) is Side.B), None)
-        if alone is not None:
+        unknown = []
+        for name in names:
+            alone = ask(Swap.of("a", [name]))
+            if alone is Side.B:
+                return Attribution("unresolved", unresolved=_skips(seen),
+                                   explanation=f"A with B's {name} alone behaves like B, but "
+                                               f"with all of B's components like A: they mask "
+                                               f"each other (the rule is not monotone)")
+            if alone is not Side.A:
+                unknown.append(name)
+        if unknown:       # a skip is neither side: it could be the one that masks
             return Attribution("unresolved", unresolved=_skips(seen),
-                               explanation=f"A with B's {alone} alone behaves like B, but with "
-                                           f"all of B's components like A: they mask each "
-                                           f"other (the rule is not monotone)")
+                               explanation=f"A with all of B's components behaves like A, but "
+                                           f"A with B's {', '.join(unknown)} alone could not "
+                                           f"be told: one of them may be masked by the others")
     return Attribution("not-in-components", unresolved=_skips(seen),
                        explanation=f"A with all {len(names)} differing components of B "
                                    f"still behaves like A, and B with A's "
