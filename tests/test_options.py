@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import typing
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from bisect_ngc.backends.slurm.backend import SlurmSettings
 from bisect_ngc.cli.main import cli
-from bisect_ngc.question.options import OPTIONS, Options, options, options_from
+from bisect_ngc.question.metric import metric_from, with_metric_cmd
+from bisect_ngc.question.options import BISECTION, OPTIONS, Options, options
+from bisect_ngc.question.recipe import asked_test
+from bisect_ngc.question.rules import options_from
 
 PKG = Path(__file__).resolve().parents[1] / "bisect_ngc"
 
@@ -83,3 +88,33 @@ def test_a_parsed_command_line_makes_options_and_slurm_settings(tmp_path):
     settings = SlurmSettings(**opts.slurm)
     assert settings.time == "1:00:00" and settings.runtime == "enroot"
     assert settings.sbatch_args == ["--exclusive"] and settings.max_retries == 2
+
+
+def test_the_question_is_a_frozen_value_whose_fields_declare_their_flags(tmp_path):
+    hints = typing.get_type_hints(Options)
+    assert hints["timeout"] == float | None and hints["keep"] == tuple[str, ...]
+    declared = {f.name for f in dataclasses.fields(Options) if "opt" in f.metadata}
+    assert declared == {o.name for o in OPTIONS if o.group == "question"} | {"metric",
+                                                                               "metric_cmd"}
+    opts = Options(cache_dir=tmp_path, state=tmp_path, old="a", new="b", test="true")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.test = "false"      # type: ignore[misc]
+
+
+def test_metric_cmd_is_composed_where_the_recipe_is_made_and_params_stay_as_given(tmp_path):
+    seen = {}
+
+    @click.command()
+    @options(*BISECTION)
+    @click.pass_context
+    def bisect(ctx, jobs, repeat, repeat_policy, **params):
+        metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
+        seen["test"], seen["opts"] = params["test"], options_from(params)
+
+    args = ["--repo", ".", "--old", "a", "--new", "b", "--test", "./bench", "--metric", "ms",
+            "--metric-cmd", "cat out.txt", "--state", str(tmp_path / "s"),
+            "--cache-dir", str(tmp_path / "c")]
+    result = CliRunner().invoke(bisect, args)
+    assert result.exit_code == 0, result.output
+    assert seen["test"] == seen["opts"].test == "./bench"
+    assert asked_test(seen["opts"]) == with_metric_cmd("./bench", "cat out.txt", "ms")

@@ -2,6 +2,7 @@
 and the session record survives a round trip through the store."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 
@@ -10,7 +11,9 @@ import pytest
 from tests.lib.repos import BUILD, TEST, make_repo
 from bisect_ngc.errors import UserError
 from bisect_ngc.core.inputs import Settings
-from bisect_ngc.question.wiring import Options, ask
+from bisect_ngc.question.options import Options
+from bisect_ngc.question.rules import check
+from bisect_ngc.question.wiring import ask
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.keys import CacheKey
 from bisect_ngc.core.records import ProbeRecord, SessionParams, SessionResult, SessionStatus
@@ -61,16 +64,15 @@ def test_a_headless_local_bisection_loads_no_docker_sdk_rich_or_urllib(tmp_path,
 def test_values_rendered_into_scripts_must_be_one_line(tmp_path, repo, field, value):
     opts = options(tmp_path, repo, "docker", **{"repro_args": ""} if field != "repro_args"
                    else {})
-    setattr(opts, field, value)
     with pytest.raises(UserError, match="must be one line"):
-        opts.check()
+        check(dataclasses.replace(opts, **{field: value}))
 
 
 def test_slurm_values_must_be_one_line(tmp_path, repo):
     opts = options(tmp_path, repo, "slurm")
-    opts.slurm = {"time": "1:00\n#SBATCH --exclusive", "sbatch_args": []}
+    slurm = {"time": "1:00\n#SBATCH --exclusive", "sbatch_args": []}
     with pytest.raises(UserError, match="--time must be one line"):
-        opts.check()
+        check(dataclasses.replace(opts, slurm=slurm))
 
 
 def test_a_session_round_trips_through_the_store(tmp_path):

@@ -10,8 +10,7 @@ from mypy import api
 
 ROOT = Path(__file__).resolve().parents[1]
 # Never add to this set: fix the module instead.
-ALLOWLIST_AT_MOST = {"bisect_ngc.question.*", "bisect_ngc.backends.docker.*",
-                     "bisect_ngc.cli.help_sections"}
+ALLOWLIST_AT_MOST = {"bisect_ngc.backends.docker.*", "bisect_ngc.cli.help_sections"}
 
 
 def allowlist() -> set[str]:
@@ -22,7 +21,8 @@ def allowlist() -> set[str]:
 
 def test_the_allowlist_only_shrinks():
     assert allowlist() <= ALLOWLIST_AT_MOST
-    assert not {m for m in allowlist() if m.startswith(("bisect_ngc.core", "bisect_ngc.vcs"))}
+    assert not {m for m in allowlist() if m.startswith(
+        ("bisect_ngc.core", "bisect_ngc.vcs", "bisect_ngc.question", "bisect_ngc.cli.main"))}
 
 
 @pytest.mark.slow

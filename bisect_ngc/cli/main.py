@@ -28,7 +28,8 @@ from .catalog import releases, resolve
 from .sessions import log, report, status
 from .slurm import slurm
 from .progress import make_events, say
-from ..question.options import BISECTION, options, options_from
+from ..question.options import BISECTION, options
+from ..question.rules import options_from
 from ..question.wiring import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
 from .answers import descended, report_or_none, session_summary
 from .summary_text import print_dry_run, print_summary
@@ -93,7 +94,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
     events = lambda: make_events(jobs, quiet or as_json and not sys.stderr.isatty())  # noqa: E731
     with StateLock(opts.state):
         q = ask(opts, say)
-        for note in opts.notes:
+        for note in q.notes:
             say(note)
         if dry_run:
             return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
@@ -156,7 +157,7 @@ def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry
     opts = options_from(params)
     q = ask(opts, say, partial=True)
     out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
-                           "endpoints": {}, "recipe": q.recipe.show(), "notes": opts.notes,
+                           "endpoints": {}, "recipe": q.recipe.show(), "notes": q.notes,
                            "component": opts.component if opts.release_mode else None,
                            "metric": metric.name if metric else None}
     for side, ep in (("old", q.old), ("new", q.new)):

@@ -10,7 +10,8 @@ from .help_sections import RichGroup, epilog
 from .json_output import emit, json_option
 from ..question.metric import metric_from
 from .progress import say
-from ..question.options import BISECTION, options, options_from
+from ..question.options import BISECTION, options
+from ..question.rules import options_from
 from ..question.wiring import RELEASE_HELP, ask, command_line, run_settings
 
 

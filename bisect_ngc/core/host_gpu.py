@@ -14,11 +14,12 @@ def query(fields: tuple[str, ...]) -> list[str]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, f"--query-gpu={','.join(fields)}",
-                              "--format=csv,noheader,nounits", "--id=0"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
+        done = subprocess.run([smi, f"--query-gpu={','.join(fields)}",
+                               "--format=csv,noheader,nounits", "--id=0"],
+                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return []
+    out = done.stdout.strip() if done.returncode == 0 else ""    # no driver, no GPU
     values = [v.strip() for v in out.splitlines()[0].split(",")] if out else []
     return values if len(values) == len(fields) else []
 

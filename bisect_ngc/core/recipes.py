@@ -178,14 +178,11 @@ def render(template: str, **values: Any) -> str:
 
 
 def repro_dir() -> Path:
-    """repro/ of a source checkout, or the installed bisect_ngc.repro (data for the
-    containers, never imported by the tool)."""
-    here = Path(__file__).resolve().parents[2] / "repro"
-    if (here / "__main__.py").is_file():
-        return here
-    spec = importlib.util.find_spec("bisect_ngc.repro")
+    """The installed repro package: mounted into the containers, run on a host as
+    `python -m repro`, and never imported by the tool."""
+    spec = importlib.util.find_spec("repro")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the repro package is not installed with bisect_ngc")
+        raise RuntimeError("the repro package is not installed next to bisect_ngc")
     return Path(list(spec.submodule_search_locations)[0])
 
 

@@ -38,7 +38,8 @@ def component_of(name: str, repo: str | None, max_jobs: int | None) -> Companion
                         hint=f"presets: torch, {', '.join(PRESETS)}; for any other, pass "
                              "--component-repo URL (and --build if `pip wheel` will not do)")
     env = (preset.env if preset else ()) + ((("MAX_JOBS", str(max_jobs)),) if max_jobs else ())
-    return Companion(key, "git", repo or preset.url, build=preset.build if preset else
+    url = repo or (preset.url if preset else "")       # one of them is there (above)
+    return Companion(key, "git", url, build=preset.build if preset else
                      WHEEL_BUILD, env=env, submodules=bool(preset and preset.submodules),
                      module=preset.module if preset else key.replace("-", "_"))
 

@@ -63,7 +63,6 @@ def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name.strip()):
             raise UserError(f"--metric {name!r}: with --metric-cmd a name is letters, digits, "
                             "'_', '.' and '-'", hint="e.g. --metric step_ms")
-        params["test"] = with_metric_cmd(params["test"], cmd, name.strip())
     rule = Rule(p=params["p_threshold"], min_change=_fraction(params["min_change"]),
                 block=params["runs_per_round"],
                 max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])

@@ -1,15 +1,16 @@
 """Every command-line option, declared once: its flags, click type, default, help and group.
 
-From this table come the click decorators (`options`), the `Options` value a question is
-asked with (`options_from`), the Slurm settings, and `command_line`, which writes a question
-back as another subcommand's arguments (`question.command_line`). Slurm options take
+The question's options are the typed fields of `Options`, each carrying its flag; with the
+other groups they make the table, from which come the click decorators (`options`), the
+Slurm settings, and `command_line`, which writes a question back as another subcommand's
+arguments (`wiring.command_line`). `rules.options_from` makes the checked Options. Slurm options take
 their defaults from `SlurmSettings`, which the backend registry names.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ import click
 
 from ..backends import settings_type
 from ..core.inputs import DEFAULT_MAX_SKIPS
-from .rules import Rules
 from ..prebuilt.releases import UPSTREAM
 from ..core.search import RepeatPolicy
 from ..prebuilt.tiers import MAP_RULES
@@ -72,118 +72,164 @@ def _o(group: str, name: str, flags: str | tuple[str, ...], help: str, replay: b
 
 _PATH = click.Path(path_type=Path)
 
+
+def _ask(flags: str, help: str, *, group: str = "question", replay: bool = True,
+         **click: Any) -> Any:
+    """A field of Options that is also an option: its flags, help, group and click settings
+    in the field's metadata (the name is the field's)."""
+    opt = Opt("", (flags,), group, help, replay=replay, click=click)
+    return field(default=opt.default, metadata={"opt": opt})
+
+
+@dataclass(frozen=True)
+class Options:
+    """The question as asked, typed: every question option (each field declares its flag),
+    the two directories, and the Slurm settings keyed by SlurmSettings' fields."""
+
+    cache_dir: Path
+    state: Path
+    repo: str | None = _ask("--repo",
+        "Local path or clone URL of the repository (generic mode; default .).")
+    old: str | None = _ask("--old", "Revision with the old behaviour.")
+    new: str | None = _ask("--new",
+        "Revision with the new behaviour; the search finds the first commit that behaves like "
+        "it, a fix or a regression alike.")
+    from_: str | None = _ask("--from", "Release mode: the older NGC release, image or commit.")
+    to: str | None = _ask("--to", "Release mode: the newer release, image or commit.")
+    torch_repo: str = _ask("--torch-repo",
+        "PyTorch sources in release mode: a path, or a URL cloned once (blobless) into the "
+        "cache dir.", default=UPSTREAM, show_default=True)
+    build: str | None = _ask("--build", "Shell command that builds the commit.")
+    test: str | None = _ask("--test",
+        "Shell command whose exit code is the verdict (release mode: the repro by default).")
+    timeout: float | None = _ask("--timeout",
+        "Seconds one test run may take; past it the run is a skip.",
+        type=click.FloatRange(0, min_open=True))
+    build_timeout: float = _ask("--build-timeout",
+        "Seconds one build may take; past it the commit is a skip (not cached).",
+        type=click.FloatRange(0, min_open=True), default=DEFAULT_BUILD_TIMEOUT,
+        show_default=True)
+    check_torch_commit: bool | None = _ask("--check-torch-commit/--no-check-torch-commit",
+        "Require the test's last JSON line to report torch_git_version equal to the probed "
+        "commit, else the probe is a skip (default: on for the release-mode repro, off for "
+        "your own --test).", default=None)
+    artifacts: str | None = _ask("--artifacts",
+        "Prebuilt artifacts to bisect before building (any repository): a directory, a file "
+        "of URLs, or an index page URL. A probe downloads one into the artifact store and runs "
+        "the test with $BISECT_ARTIFACTS pointing at it, with no build.", metavar="SPEC")
+    artifact_map: str = _ask("--artifact-map",
+        "How an artifact names its commit: " + ", ".join(MAP_RULES) +
+        " (CMD gets the file as $1 and prints the sha).",
+        default="name", show_default=True, metavar="RULE")
+    overlay_rule: tuple[str, ...] = _ask("--overlay-rule",
+        "Which changed files a neighbour's wheel can take as they are, so a commit whose diff "
+        "to a built neighbour touches nothing else is tested on that wheel with its files put "
+        "in (an overlay: about a minute, not a build). KIND is ships (installed byte for "
+        "byte), never (looks like it ships but the build reads or writes it) or inert (never "
+        "reaches the build: tests, docs); `*` also matches `/`. Repeatable; `pytorch` is the "
+        "preset that release mode uses. Example: --overlay-rule 'ships:mypkg/*.py' "
+        "--overlay-rule 'never:mypkg/_version.py'.", multiple=True, metavar="KIND:GLOB")
+    no_overlay: bool = _ask("--no-overlay",
+        "Build every probed commit; never test a neighbour's wheel with this commit's Python "
+        "files put in.", is_flag=True)
+    no_images: bool = _ask("--no-images",
+        "Release mode: do not test the NGC images as they are before building (the endpoints' "
+        "images first, then the releases in between).", is_flag=True)
+    nightly_index: str | None = _ask("--nightly-index",
+        "Release mode: a PEP 503 project page of nightly wheels to bisect before building. "
+        "Default: PyTorch's nightly index for the base image's CUDA (e.g. "
+        "https://download.pytorch.org/whl/nightly/cu126/torch/).", metavar="URL")
+    nightly_urls: Path | None = _ask("--nightly-urls",
+        "Release mode: nightly wheel URLs, one a line (old nightlies leave the index but stay "
+        "downloadable).", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE")
+    no_nightlies: bool = _ask("--no-nightlies", "Release mode: do not use nightly wheels.",
+        is_flag=True)
+    retry_skips: bool = _ask("--retry-skips",
+        "Probe again the commits whose cached verdict is a skip (e.g. after fixing the "
+        "build); passes and failures stay cached.", is_flag=True)
+    no_clean: bool = _ask("--no-clean",
+        "Local backend: keep every untracked file between probes; the default is "
+        "`git clean -ffdx` except the --keep paths.", is_flag=True)
+    keep: tuple[str, ...] = _ask("--keep",
+        "A path of the worktree that survives the clean between probes, for incremental "
+        "builds (repeatable; PyTorch builds into build/).",
+        multiple=True, default=("build",), show_default=True, metavar="PATH")
+    no_submodules: bool = _ask("--no-submodules",
+        "Do not update submodules at each checkout (for tests that need none, or when their "
+        "remotes are unreachable).", is_flag=True)
+    backend: str | None = _ask("--backend",
+        "Where builds and tests run. Default: docker in release mode, else local.",
+        type=click.Choice(["local", "docker", "slurm"]))
+    image: str | None = _ask("--image",
+        "Docker backend, generic recipe: the image both commands run in.")
+    build_image: str | None = _ask("--build-image",
+        "Docker backend: build in this image instead (tests still run in --image or the base "
+        "image), e.g. one with compilers.")
+    base_image: str | None = _ask("--base-image",
+        "Release mode: build and test in this image instead of the older release's.")
+    cuda_arch: str | None = _ask("--cuda-arch",
+        "TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's compute "
+        "capability.")
+    max_jobs: int | None = _ask("--max-jobs",
+        "MAX_JOBS for PyTorch builds. Default: the number of CPUs.",
+        type=click.IntRange(1, 1024))
+    with_: tuple[str, ...] = _ask("--with",
+        "A companion installed after every probe's torch (repeat it): a wheel (path or URL), "
+        "a pip requirement, git+URL@REV (built against each probed torch in its image; "
+        "#build=CMD instead of `pip wheel`), transformer_engine@REV or megatron-core@REV. "
+        "One that does not build or import is a skip. Docker, or Slurm with pyxis/enroot.",
+        metavar="SPEC", multiple=True)
+    component: str = _ask("--component",
+        "Release mode: bisect this component's commits between the versions the two "
+        "releases ship, built in the older image: torch, transformer_engine, or any "
+        "with --component-repo.", default="torch", show_default=True, metavar="NAME")
+    component_repo: str | None = _ask("--component-repo",
+        "The --component's git repository (URL or path).", metavar="URL")
+    component_tag: str = _ask("--component-tag",
+        "How a --component version without a +hash names its tag; {version} is replaced.",
+        default="v{version}", show_default=True, metavar="TEMPLATE")
+    repro_args: str = _ask("--repro-args",
+        "Extra flags for `python -m repro` in release mode, e.g. "
+        "'--num-layers 2 --seq-length 4096'.", default="")
+    gpus: str = _ask("--gpus",
+        "GPUs for test containers: all, none, or auto (all when the engine has the nvidia "
+        "runtime; release mode: all).", type=click.Choice(["auto", "all", "none"]),
+        default="auto", show_default=True)
+    build_tree: bool | None = _ask("--build-tree/--no-build-tree",
+        "Docker backend: mount a persistent build/ directory per worker slot into the "
+        "worktree, so neighbouring commits rebuild incrementally (default: on in release "
+        "mode, off for a generic recipe).", default=None)
+    artifact_store: Path | None = _ask("--artifact-store",
+        "The content-addressed build store, shared by sessions and backends: a build is "
+        "reused wherever commit, image and build recipe match. Default: CACHE/artifacts "
+        "(Slurm: SHARED/artifacts).", type=_PATH)
+    metric: str | None = _ask("--metric",
+        "Bisect a measurement instead of pass/fail: NAME is a number in the test's last JSON "
+        "line (a dotted path for nested objects), e.g. step_ms of `python -m repro --measure`. "
+        "Each commit gets runs, one at a time, until a sequential test can tell whether it is "
+        "like the old endpoint or the new one; the endpoints must differ first (else exit 3). "
+        "A run that exits non-zero or prints no number measured nothing, and is tried again. "
+        "`probe --metric NAME` measures one commit the same way.", replay=True,
+        metavar="NAME", group="metric")
+    metric_cmd: str | None = _ask("--metric-cmd",
+        "--metric: a shell command run after each passing test run, in the same place; its "
+        "last line is the number (or a JSON object with NAME).", replay=True, metavar="CMD", group="metric")
+    slurm: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def release_mode(self) -> bool:
+        return bool(self.from_ or self.to)
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or ("docker" if self.release_mode else "local")
+
+
+ASKED = {f.name: dataclasses.replace(f.metadata["opt"], name=f.name)
+         for f in dataclasses.fields(Options) if "opt" in f.metadata}
+
 OPTIONS: tuple[Opt, ...] = (
-    _o("question", "repo", "--repo",
-       "Local path or clone URL of the repository (generic mode; default .)."),
-    _o("question", "old", "--old", "Revision with the old behaviour."),
-    _o("question", "new", "--new",
-       "Revision with the new behaviour; the search finds the first commit that behaves like "
-       "it, a fix or a regression alike."),
-    _o("question", "from_", "--from", "Release mode: the older NGC release, image or commit."),
-    _o("question", "to", "--to", "Release mode: the newer release, image or commit."),
-    _o("question", "torch_repo", "--torch-repo",
-       "PyTorch sources in release mode: a path, or a URL cloned once (blobless) into the "
-       "cache dir.", default=UPSTREAM, show_default=True),
-    _o("question", "build", "--build", "Shell command that builds the commit."),
-    _o("question", "test", "--test",
-       "Shell command whose exit code is the verdict (release mode: the repro by default)."),
-    _o("question", "timeout", "--timeout",
-       "Seconds one test run may take; past it the run is a skip.",
-       type=click.FloatRange(0, min_open=True)),
-    _o("question", "build_timeout", "--build-timeout",
-       "Seconds one build may take; past it the commit is a skip (not cached).",
-       type=click.FloatRange(0, min_open=True), default=DEFAULT_BUILD_TIMEOUT,
-       show_default=True),
-    _o("question", "check_torch_commit", "--check-torch-commit/--no-check-torch-commit",
-       "Require the test's last JSON line to report torch_git_version equal to the probed "
-       "commit, else the probe is a skip (default: on for the release-mode repro, off for "
-       "your own --test).", default=None),
-    _o("question", "artifacts", "--artifacts",
-       "Prebuilt artifacts to bisect before building (any repository): a directory, a file "
-       "of URLs, or an index page URL. A probe downloads one into the artifact store and runs "
-       "the test with $BISECT_ARTIFACTS pointing at it, with no build.", metavar="SPEC"),
-    _o("question", "artifact_map", "--artifact-map",
-       "How an artifact names its commit: " + ", ".join(MAP_RULES) +
-       " (CMD gets the file as $1 and prints the sha).",
-       default="name", show_default=True, metavar="RULE"),
-    _o("question", "overlay_rule", "--overlay-rule",
-       "Which changed files a neighbour's wheel can take as they are, so a commit whose diff "
-       "to a built neighbour touches nothing else is tested on that wheel with its files put "
-       "in (an overlay: about a minute, not a build). KIND is ships (installed byte for "
-       "byte), never (looks like it ships but the build reads or writes it) or inert (never "
-       "reaches the build: tests, docs); `*` also matches `/`. Repeatable; `pytorch` is the "
-       "preset that release mode uses. Example: --overlay-rule 'ships:mypkg/*.py' "
-       "--overlay-rule 'never:mypkg/_version.py'.", multiple=True, metavar="KIND:GLOB"),
-    _o("question", "no_overlay", "--no-overlay",
-       "Build every probed commit; never test a neighbour's wheel with this commit's Python "
-       "files put in.", is_flag=True),
-    _o("question", "no_images", "--no-images",
-       "Release mode: do not test the NGC images as they are before building (the endpoints' "
-       "images first, then the releases in between).", is_flag=True),
-    _o("question", "nightly_index", "--nightly-index",
-       "Release mode: a PEP 503 project page of nightly wheels to bisect before building. "
-       "Default: PyTorch's nightly index for the base image's CUDA (e.g. "
-       "https://download.pytorch.org/whl/nightly/cu126/torch/).", metavar="URL"),
-    _o("question", "nightly_urls", "--nightly-urls",
-       "Release mode: nightly wheel URLs, one a line (old nightlies leave the index but stay "
-       "downloadable).", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE"),
-    _o("question", "no_nightlies", "--no-nightlies", "Release mode: do not use nightly wheels.",
-       is_flag=True),
-    _o("question", "retry_skips", "--retry-skips",
-       "Probe again the commits whose cached verdict is a skip (e.g. after fixing the "
-       "build); passes and failures stay cached.", is_flag=True),
-    _o("question", "no_clean", "--no-clean",
-       "Local backend: keep every untracked file between probes; the default is "
-       "`git clean -ffdx` except the --keep paths.", is_flag=True),
-    _o("question", "keep", "--keep",
-       "A path of the worktree that survives the clean between probes, for incremental "
-       "builds (repeatable; PyTorch builds into build/).",
-       multiple=True, default=("build",), show_default=True, metavar="PATH"),
-    _o("question", "no_submodules", "--no-submodules",
-       "Do not update submodules at each checkout (for tests that need none, or when their "
-       "remotes are unreachable).", is_flag=True),
-    _o("question", "backend", "--backend",
-       "Where builds and tests run. Default: docker in release mode, else local.",
-       type=click.Choice(["local", "docker", "slurm"])),
-    _o("question", "image", "--image",
-       "Docker backend, generic recipe: the image both commands run in."),
-    _o("question", "build_image", "--build-image",
-       "Docker backend: build in this image instead (tests still run in --image or the base "
-       "image), e.g. one with compilers."),
-    _o("question", "base_image", "--base-image",
-       "Release mode: build and test in this image instead of the older release's."),
-    _o("question", "cuda_arch", "--cuda-arch",
-       "TORCH_CUDA_ARCH_LIST for PyTorch builds. Default: this host's GPU's compute "
-       "capability."),
-    _o("question", "max_jobs", "--max-jobs",
-       "MAX_JOBS for PyTorch builds. Default: the number of CPUs.",
-       type=click.IntRange(1, 1024)),
-    _o("question", "with_", "--with",
-       "A companion installed after every probe's torch (repeat it): a wheel (path or URL), "
-       "a pip requirement, git+URL@REV (built against each probed torch in its image; "
-       "#build=CMD instead of `pip wheel`), transformer_engine@REV or megatron-core@REV. "
-       "One that does not build or import is a skip. Docker, or Slurm with pyxis/enroot.",
-       metavar="SPEC", multiple=True),
-    _o("question", "component", "--component",
-       "Release mode: bisect this component's commits between the versions the two "
-       "releases ship, built in the older image: torch, transformer_engine, or any "
-       "with --component-repo.", default="torch", show_default=True, metavar="NAME"),
-    _o("question", "component_repo", "--component-repo",
-       "The --component's git repository (URL or path).", metavar="URL"),
-    _o("question", "component_tag", "--component-tag",
-       "How a --component version without a +hash names its tag; {version} is replaced.",
-       default="v{version}", show_default=True, metavar="TEMPLATE"),
-    _o("question", "repro_args", "--repro-args",
-       "Extra flags for `python -m repro` in release mode, e.g. "
-       "'--num-layers 2 --seq-length 4096'.", default=""),
-    _o("question", "gpus", "--gpus",
-       "GPUs for test containers: all, none, or auto (all when the engine has the nvidia "
-       "runtime; release mode: all).", type=click.Choice(["auto", "all", "none"]),
-       default="auto", show_default=True),
-    _o("question", "build_tree", "--build-tree/--no-build-tree",
-       "Docker backend: mount a persistent build/ directory per worker slot into the "
-       "worktree, so neighbouring commits rebuild incrementally (default: on in release "
-       "mode, off for a generic recipe).", default=None),
+    *(o for o in ASKED.values() if o.group == "question" and o.name != "artifact_store"),
     _o("run", "repeat", "--repeat", "Test runs per commit, for flaky repros.",
        type=click.IntRange(1, 100), default=1, show_default=True),
     _o("run", "repeat_policy", "--repeat-policy",
@@ -202,10 +248,7 @@ OPTIONS: tuple[Opt, ...] = (
     _o("place", "state", "--state",
        "State directory (sessions, probes, logs, result cache). Default: $BISECT_NGC_STATE "
        "or ~/.local/state/bisect-ngc.", type=_PATH),
-    _o("question", "artifact_store", "--artifact-store",
-       "The content-addressed build store, shared by sessions and backends: a build is "
-       "reused wherever commit, image and build recipe match. Default: CACHE/artifacts "
-       "(Slurm: SHARED/artifacts).", type=_PATH),
+    ASKED["artifact_store"],
     _slurm("partition", "--partition", "partition for builds (CPU)."),
     _slurm("gpu_partition", "--gpu-partition", "partition for tests (GPU). Default: --partition."),
     _slurm("account", "--account", "--account for every job."),
@@ -241,17 +284,8 @@ OPTIONS: tuple[Opt, ...] = (
        "Stop as ambiguous once more than this many commits between the endpoints could not "
        "be tested, naming the stretch and the commonest reason (0: never stop early).",
        type=click.IntRange(0), default=DEFAULT_MAX_SKIPS, show_default=True),
-    _o("metric", "metric", "--metric",
-       "Bisect a measurement instead of pass/fail: NAME is a number in the test's last JSON "
-       "line (a dotted path for nested objects), e.g. step_ms of `python -m repro --measure`. "
-       "Each commit gets runs, one at a time, until a sequential test can tell whether it is "
-       "like the old endpoint or the new one; the endpoints must differ first (else exit 3). "
-       "A run that exits non-zero or prints no number measured nothing, and is tried again. "
-       "`probe --metric NAME` measures one commit the same way.", replay=True,
-       metavar="NAME"),
-    _o("metric", "metric_cmd", "--metric-cmd",
-       "--metric: a shell command run after each passing test run, in the same place; its "
-       "last line is the number (or a JSON object with NAME).", replay=True, metavar="CMD"),
+    ASKED["metric"],
+    ASKED["metric_cmd"],
     _o("metric", "lower_is_better", "--lower-is-better/--higher-is-better",
        "--metric: which way is better (default lower, as for a step time); only the wording "
        "of the answer depends on it.", replay=True, default=True),
@@ -320,21 +354,6 @@ def option(name: str, **override: Any):
     return BY_NAME[name].decorator(**override)
 
 
-# --- the question's options as a value ---------------------------------------------
-
-def _field(opt: Opt) -> tuple[str, Any, Any]:
-    return opt.name, Any, field(default=opt.default)
-
-
-# The question as asked: every question option, the two directories, the Slurm settings
-# (keyed by SlurmSettings' fields), and notes for the user made on the way.
-Options = make_dataclass(
-    "Options", [("cache_dir", Path), ("state", Path),
-                *[_field(o) for o in OPTIONS if o.group == "question"],
-                ("slurm", dict, field(default_factory=dict)),
-                ("notes", list, field(default_factory=list))], bases=(Rules,))
-
-
 def default_state(state: Path | None = None) -> Path:
     if state is None and os.environ.get("BISECT_NGC_STATE"):
         state = Path(os.environ["BISECT_NGC_STATE"])
@@ -349,14 +368,3 @@ def default_cache(cache: Path | None = None) -> Path:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         cache = Path(os.environ.get("BISECT_NGC_CACHE") or base / "bisect-ngc")
     return cache.expanduser().resolve()
-
-
-def options_from(params: dict[str, Any]) -> Any:
-    """The checked Options of a command's click parameters."""
-    slurm = {o.into or o.name: params[o.name] for o in OPTIONS if o.group == "slurm"}
-    slurm["sbatch_args"] = list(slurm["sbatch_args"])
-    opts = Options(cache_dir=default_cache(params["cache_dir"]),
-                   state=default_state(params["state"]), slurm=slurm,
-                   **{o.name: params[o.name] for o in OPTIONS if o.group == "question"})
-    opts.check()
-    return opts

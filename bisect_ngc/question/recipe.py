@@ -12,6 +12,7 @@ from ..companions.sources import CompanionSources
 from ..companions.specs import Companion, parse as parse_companion
 from ..errors import UserError
 from ..vcs.history import History
+from .metric import with_metric_cmd
 from .options import Options
 from ..prebuilt.overlay import OverlayRule, RuleError
 from ..core import host_gpu
@@ -29,29 +30,49 @@ def component(opts: Options) -> Companion | None:
 
 
 
-def make_recipe(opts: Options, old: Endpoint) -> Recipe:
-    """The one Recipe for these options, whichever backend runs it."""
-    timeouts = {"timeout": opts.timeout, "build_timeout": opts.build_timeout}
-    if not opts.release_mode:
-        return Recipe(build=opts.build, test=opts.test, test_as_is=opts.test, image=opts.image,
+def asked_test(opts: Options) -> str | None:
+    """--test, with --metric-cmd run after each run of it where one is given."""
+    if opts.test and opts.metric and opts.metric_cmd:
+        return with_metric_cmd(opts.test, opts.metric_cmd, opts.metric.strip())
+    return opts.test
+
+
+def make_recipe(opts: Options, old: Endpoint) -> tuple[Recipe, list[str]]:
+    """The one Recipe for these options, whichever backend runs it, and notes for the user
+    on what was chosen for them."""
+    test = asked_test(opts)
+    if not opts.release_mode:      # rules.check: a --test is given
+        return Recipe(build=opts.build, test=test or "", test_as_is=test, image=opts.image,
                       build_image=opts.build_image, gpus=opts.gpus,
                       build_tree=bool(opts.build_tree), clean=not opts.no_clean,
                       keep=list(opts.keep), submodules=not opts.no_submodules,
                       expect_torch_commit=bool(opts.check_torch_commit),
                       overlay=_overlay_rule(opts.overlay_rule),
-                      companions=_companions(opts), **timeouts)
+                      companions=_companions(opts), timeout=opts.timeout,
+                      build_timeout=opts.build_timeout), []
+    return _release_recipe(opts, old, test)
+
+
+def _release_recipe(opts: Options, old: Endpoint, test: str | None
+                    ) -> tuple[Recipe, list[str]]:
+    """The PyTorch preset in the older release's image, with the options on top."""
     image = opts.base_image or opts.image or old.image
     if not image:
         raise UserError("no base image: --from is a commit, not a release",
                         hint="pass --base-image nvcr.io/nvidia/pytorch:YY.MM-py3")
+    notes = []
     arch = opts.cuda_arch or host_gpu.compute_capability()
     if arch is None:
         arch = DEFAULT_CUDA_ARCH
-        opts.notes.append(f"no local GPU found: building for compute capability {arch} "
-                          "(pass --cuda-arch to change it)")
+        notes.append(f"no local GPU found: building for compute capability {arch} "
+                     "(pass --cuda-arch to change it)")
     companions = _companions(opts)
+    repro_args, graphs_through_te = _repro_args(opts, companions)
+    if graphs_through_te:
+        notes.append("--with transformer_engine: the repro graphs through TE's own "
+                     "make_graphed_callables (--impl te)")
     recipe = pytorch_preset(image, cuda_arch=arch, max_jobs=opts.max_jobs,
-                            repro_args=_repro_args(opts, companions),
+                            repro_args=repro_args,
                             gpus="all" if opts.gpus == "auto" else opts.gpus,
                             build_tree=opts.build_tree is not False)
     recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
@@ -61,8 +82,8 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
     if opts.build_image:
         recipe.build_image, recipe.build_dockerfile = opts.build_image, None
-    if opts.test:
-        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = opts.test, opts.test, False
+    if test:
+        recipe.test, recipe.test_as_is, recipe.expect_torch_commit = test, test, False
         recipe.subject = "The failure"
     if opts.check_torch_commit is not None:
         recipe.expect_torch_commit = opts.check_torch_commit
@@ -71,20 +92,19 @@ def make_recipe(opts: Options, old: Endpoint) -> Recipe:
     recipe.companions = companions
     part = component(opts)
     if part is not None:
-        recipe = component_mode.recipe(part, recipe, opts.test or recipe.test_as_is, opts.build,
+        recipe = component_mode.recipe(part, recipe, test or recipe.test_as_is or recipe.test,
+                                       opts.build,
                                        _overlay_rule(opts.overlay_rule))
-    return recipe
+    return recipe, notes
 
 
-def _repro_args(opts: Options, companions: tuple[Companion, ...]) -> list[str]:
-    """--repro-args; with a TE companion, the repro graphs through TE (--impl te)."""
+def _repro_args(opts: Options, companions: tuple[Companion, ...]) -> tuple[list[str], bool]:
+    """--repro-args; with a TE companion, the repro graphs through TE (--impl te), and
+    whether that was added."""
     args = shlex.split(opts.repro_args)
-    if any(c.name == "transformer_engine" for c in companions) and not opts.test and \
-            "--impl" not in args:
-        args += ["--impl", "te"]
-        opts.notes.append("--with transformer_engine: the repro graphs through TE's own "
-                          "make_graphed_callables (--impl te)")
-    return args
+    te = any(c.name == "transformer_engine" for c in companions) and not opts.test and \
+        "--impl" not in args
+    return args + ["--impl", "te"] if te else args, te
 
 
 def _companions(opts: Options) -> tuple[Companion, ...]:

@@ -1,76 +1,78 @@
-"""What the question's options mean together: the mode, the backend, and the checks
-that turn a bad combination into one sentence and a hint. `Options` (options.py) is
-made with this class as its base."""
+"""What the question's options mean together: the checks that turn a bad combination into
+one sentence and a hint, and the checked Options of a command's click parameters."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..prebuilt.tiers import MAP_RULES
+from .options import ASKED, OPTIONS, Options, default_cache, default_state
 
 
-class Rules:
-    """What the question's options mean together."""
+def options_from(params: dict[str, Any]) -> Options:
+    """The checked Options of a command's click parameters."""
+    slurm = {o.into or o.name: params[o.name] for o in OPTIONS if o.group == "slurm"}
+    slurm["sbatch_args"] = list(slurm["sbatch_args"])
+    opts = Options(cache_dir=default_cache(params["cache_dir"]),
+                   state=default_state(params["state"]), slurm=slurm,
+                   **{n: params.get(n, o.default) for n, o in ASKED.items()})
+    check(opts)
+    return opts
 
-    @property
-    def release_mode(self) -> bool:
-        return bool(self.from_ or self.to)
 
-    @property
-    def backend_name(self) -> str:
-        return self.backend or ("docker" if self.release_mode else "local")
+def check(self: Options) -> None:
+    _check_mode(self)
+    if self.artifact_map not in MAP_RULES[:-1] and not (
+            self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
+        raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
+                        hint=f"one of {', '.join(MAP_RULES)}")
+    for path in self.keep:
+        if not path or path.startswith("/") or ".." in Path(path).parts:
+            raise UserError(f"--keep {path!r} must be a path inside the worktree",
+                            hint="e.g. --keep build")
+    rendered = {"--image": self.image, "--base-image": self.base_image,
+                "--build-image": self.build_image,
+                "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
+                **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
+                   if k != "shared_dir"}}
+    for flag, value in rendered.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and ("\n" in item or "\r" in item):
+                raise UserError(f"{flag} must be one line",
+                                hint="values are written into scripts; remove the newline")
 
-    def check(self) -> None:
-        self._check_mode()
-        if self.artifact_map not in MAP_RULES[:-1] and not (
-                self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
-            raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
-                            hint=f"one of {', '.join(MAP_RULES)}")
-        for path in self.keep:
-            if not path or path.startswith("/") or ".." in Path(path).parts:
-                raise UserError(f"--keep {path!r} must be a path inside the worktree",
-                                hint="e.g. --keep build")
-        rendered = {"--image": self.image, "--base-image": self.base_image,
-                    "--build-image": self.build_image,
-                    "--cuda-arch": self.cuda_arch, "--repro-args": self.repro_args,
-                    **{f"--{k.replace('_', '-')}": v for k, v in self.slurm.items()
-                       if k != "shared_dir"}}
-        for flag, value in rendered.items():
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and ("\n" in item or "\r" in item):
-                    raise UserError(f"{flag} must be one line",
-                                    hint="values are written into scripts; remove the newline")
 
-    def _check_mode(self) -> None:
-        if self.release_mode:
-            if not (self.from_ and self.to):
-                raise UserError("--from and --to go together",
-                                hint="e.g. --from 24.09 --to 24.10")
-            if self.old or self.new:
-                raise UserError("use either --from/--to (releases) or --old/--new (revisions)",
-                                hint="--from 24.09 --to 24.10, or --repo R --old A --new B")
-        else:
-            if not (self.old and self.new):
-                raise UserError("say what to bisect: --old and --new, or --from and --to",
-                                hint="e.g. --repo . --old v1.0 --new main, or --from 24.09 "
-                                     "--to 24.10")
-            if not self.test:
-                raise UserError("--test is required outside release mode",
-                                hint="a shell command whose exit code is the verdict "
-                                     "(0 pass, 1-127 fail, 125 skip)")
-        if self.backend_name == "docker" and not self.release_mode and not self.image:
-            raise UserError("--backend docker needs --image for a generic recipe",
-                            hint="name an image that has what --build and --test need")
-        if "{version}" not in self.component_tag:
-            raise UserError(f"--component-tag {self.component_tag!r} has no {{version}}",
-                            hint="e.g. --component-tag 'release_v{version}'")
-        if (self.component != "torch" or self.component_repo) and not self.release_mode:
-            raise UserError("--component is for release mode (--from/--to)",
-                            hint="outside it, --repo is the repository that is bisected")
-        if self.with_ and self.backend_name == "local":
-            raise UserError("--with needs a container: companions are built in the probe's "
-                            "image", hint="pass --backend docker (or slurm with pyxis or "
-                                          "enroot), or install the companion in --test yourself")
-        if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
-            raise UserError("--backend local in release mode needs --build and --test",
-                            hint="or use --backend docker for the PyTorch recipe")
+def _check_mode(self: Options) -> None:
+    if self.release_mode:
+        if not (self.from_ and self.to):
+            raise UserError("--from and --to go together",
+                            hint="e.g. --from 24.09 --to 24.10")
+        if self.old or self.new:
+            raise UserError("use either --from/--to (releases) or --old/--new (revisions)",
+                            hint="--from 24.09 --to 24.10, or --repo R --old A --new B")
+    else:
+        if not (self.old and self.new):
+            raise UserError("say what to bisect: --old and --new, or --from and --to",
+                            hint="e.g. --repo . --old v1.0 --new main, or --from 24.09 "
+                                 "--to 24.10")
+        if not self.test:
+            raise UserError("--test is required outside release mode",
+                            hint="a shell command whose exit code is the verdict "
+                                 "(0 pass, 1-127 fail, 125 skip)")
+    if self.backend_name == "docker" and not self.release_mode and not self.image:
+        raise UserError("--backend docker needs --image for a generic recipe",
+                        hint="name an image that has what --build and --test need")
+    if "{version}" not in self.component_tag:
+        raise UserError(f"--component-tag {self.component_tag!r} has no {{version}}",
+                        hint="e.g. --component-tag 'release_v{version}'")
+    if (self.component != "torch" or self.component_repo) and not self.release_mode:
+        raise UserError("--component is for release mode (--from/--to)",
+                        hint="outside it, --repo is the repository that is bisected")
+    if self.with_ and self.backend_name == "local":
+        raise UserError("--with needs a container: companions are built in the probe's "
+                        "image", hint="pass --backend docker (or slurm with pyxis or "
+                                      "enroot), or install the companion in --test yourself")
+    if self.backend_name == "local" and self.release_mode and not (self.build and self.test):
+        raise UserError("--backend local in release mode needs --build and --test",
+                        hint="or use --backend docker for the PyTorch recipe")

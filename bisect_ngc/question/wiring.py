@@ -11,7 +11,7 @@ options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,11 +85,13 @@ def endpoints(opts: Options, catalog: Catalog,
     part = component(opts)
     if part is not None:         # the versions the images ship, read where not catalogued
         read = backends.version_reader(say)
-        return tuple(component_mode.endpoint(part, catalog, spec, read, opts.component_tag)
-                     for spec in (opts.from_, opts.to))
-    if opts.release_mode:
-        return catalog.endpoint(opts.from_), catalog.endpoint(opts.to)
-    return Endpoint(opts.old, "commit", opts.old), Endpoint(opts.new, "commit", opts.new)
+        old, new = (component_mode.endpoint(part, catalog, spec or "", read, opts.component_tag)
+                    for spec in (opts.from_, opts.to))
+        return old, new
+    if opts.release_mode:      # rules.check: both --from and --to, or both --old and --new
+        return catalog.endpoint(opts.from_ or ""), catalog.endpoint(opts.to or "")
+    old_rev, new_rev = opts.old or "", opts.new or ""
+    return Endpoint(old_rev, "commit", old_rev), Endpoint(new_rev, "commit", new_rev)
 
 
 def labels(old: Endpoint, new: Endpoint) -> dict[str, Any]:
@@ -162,6 +164,22 @@ class Question:
     span_error: UserError | None = None
     say: Callable[[str], None] = print
     artifact_root: Path | None = None     # the backend's artifact store
+    notes: list[str] = field(default_factory=list)    # on what was chosen for the user
+
+    def _span(self) -> Range:
+        if self.span is None:        # only a partial question (plan's) has none
+            raise self.span_error or UserError("the range could not be opened")
+        return self.span
+
+    def _backend(self) -> Backend:
+        if self.backend is None:
+            raise self.span_error or UserError("no backend: the range could not be opened")
+        return self.backend
+
+    def _artifacts(self) -> ArtifactStore:
+        if self.artifact_root is None:     # set with the backend
+            raise self.span_error or UserError("no backend: the range could not be opened")
+        return ArtifactStore(self.artifact_root)
 
     def bisection(self, settings: Settings, events: Events | None = None,
                   metric: Metric | None = None, *, listing: bool = True) -> Bisection:
@@ -169,12 +187,12 @@ class Question:
         indexes, artifact directories, downloads of their metadata) is its only I/O;
         without `listing` (--dry-run) only the catalog's images are used, and it says so."""
         if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
-            return MeasuredBisection(self.store, self.span, self.recipe, self.backend, settings,
+            return MeasuredBisection(self.store, self._span(), self.recipe, self._backend(), settings,
                                      events=events, ships=self.ships, overlays=self.overlays(),
                                      metric=metric)
         tiers = self.tiers(listing)
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
-        return Bisection(self.store, self.span, self.recipe, self.backend, settings,
+        return Bisection(self.store, self._span(), self.recipe, self._backend(), settings,
                          events=events, ships=self.ships, tiers=tiers,
                          overlays=self.overlays(), swaps=self.swaps(tiers, settings),
                          rebase=self.rebased if follows else None)
@@ -186,7 +204,7 @@ class Question:
     def image_points(self) -> dict[int, str]:
         """The release images on the path, by candidate index (catalog only, no I/O)."""
         o = self.opts
-        if not o.release_mode or o.no_images or "image" not in self.backend.tiers:
+        if not o.release_mode or o.no_images or "image" not in self._backend().tiers:
             return {}
         tier = self._tier("image")[0]
         return {i: s.label for i, s in tier.sources.items()}
@@ -194,18 +212,18 @@ class Question:
     def rebased(self, image: str) -> tuple[Recipe, Backend, Overlays | None]:
         """The recipe, backend and overlays for builds in `image`: the older of the two
         releases that the images narrowed the range to."""
-        opts = replace(self.opts, base_image=image, notes=[])
-        recipe = make_recipe(opts, self.old)
-        setup = backend_setup(opts, self.span, recipe, self.store, self.say)
+        opts = replace(self.opts, base_image=image)
+        recipe, _ = make_recipe(opts, self.old)
+        setup = backend_setup(opts, self._span(), recipe, self.store, self.say)
         again = replace(self, opts=opts, recipe=recipe,
                         backend=backends.create(opts.backend_name, setup))
-        return recipe, again.backend, again.overlays()
+        return recipe, again._backend(), again.overlays()
 
     def swaps(self, tiers: list[Tier], settings: Settings) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
         # A swap runs the images without --with companions: not the probes' environment.
-        engine = self.backend.containers() if any(t.name == "image" for t in tiers) and \
+        engine = self._backend().containers() if any(t.name == "image" for t in tiers) and \
             not self.recipe.companions else None
         if engine is None:
             return None
@@ -224,12 +242,12 @@ class Question:
         r = self.recipe
         if self.opts.no_overlay or not r.overlay:
             return None
-        if "overlay" not in self.backend.tiers:
-            self.say(f"the {self.backend.name} backend cannot probe overlays (its builds are "
+        if "overlay" not in self._backend().tiers:
+            self.say(f"the {self._backend().name} backend cannot probe overlays (its builds are "
                      "not in the artifact store): every probe builds")
             return None
-        return Overlays(self.span.history, ArtifactStore(self.artifact_root),
-                        self.span.candidates, r.image or "", r.build_key(),
+        return Overlays(self._span().history, self._artifacts(),
+                        self._span().candidates, r.image or "", r.build_key(),
                         OverlayRule.parse(r.overlay), self.say)
 
     def tiers(self, listing: bool = True) -> list[Tier]:
@@ -244,9 +262,9 @@ class Question:
         else:
             asked = {"prebuilt": bool(o.artifacts)}
         wanted = [kind for kind, on in asked.items() if on]
-        missing = [kind for kind in wanted if kind not in self.backend.tiers]
+        missing = [kind for kind in wanted if kind not in self._backend().tiers]
         if missing:
-            self.say(f"the {self.backend.name} backend cannot probe prebuilt "
+            self.say(f"the {self._backend().name} backend cannot probe prebuilt "
                      f"{' or '.join(TIER_WORDS[k][1] for k in missing)}: those probes build")
         usable = [kind for kind in wanted if kind not in missing]
         unlisted = [kind for kind in usable if kind != "image" and not listing]
@@ -261,18 +279,18 @@ class Question:
             commit_of = (lambda rel: rel.torch_commit) if part is None else \
                 (lambda rel: rel.te_commit) if part.name == "transformer_engine" else \
                 (lambda rel: "")
-            return [image_tier(self.span, self.catalog, self.old, self.new, commit_of)]
+            return [image_tier(self._span(), self.catalog, self.old, self.new, commit_of)]
         o, rel = self.opts, self.old.release
         each, plural = TIER_WORDS[kind]
-        store = ArtifactStore(self.artifact_root)
+        store = self._artifacts()
         try:
             if kind == "nightly":
                 index = o.nightly_index or (PYTORCH_NIGHTLY.format(
                     cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
                 found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
-                tier = nightly_tier(self.span, found, store, self.say)
+                tier = nightly_tier(self._span(), found, store, self.say)
             else:
-                tier = artifact_tier(self.span, list_artifacts(o.artifacts), o.artifact_map,
+                tier = artifact_tier(self._span(), list_artifacts(o.artifacts or ""), o.artifact_map,
                                      store, self.say)
         except UserError as exc:
             self.say(f"{exc.message}; going on without {plural}")
@@ -283,7 +301,7 @@ class Question:
 
     def ships(self, sha: str) -> list[dict[str, str]]:
         """Catalog releases that do and do not contain sha (for the report)."""
-        rows = containing(self.span.history, sha, self.catalog)
+        rows = containing(self._span().history, sha, self.catalog)
         return [dict(r, commit=r["commit"][:12]) for r in rows if r["contains"] != "unknown"]
 
 
@@ -295,19 +313,20 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     store = store or Store(opts.state)
     catalog = Catalog.load(opts.cache_dir)
     old, new = endpoints(opts, catalog, say)
-    recipe = make_recipe(opts, old)
+    recipe, notes = make_recipe(opts, old)
     try:
         span = one_commit(opts, commit) if commit else open_range(opts, old, new, say)
     except UserError as exc:
         if not partial:
             raise
-        return Question(opts, store, catalog, old, new, None, recipe, None, exc, say)
+        return Question(opts, store, catalog, old, new, None, recipe, None, exc, say,
+                        notes=notes)
     for note in test_file_notes(recipe.test_as_is, span.history):
         say(note)
     setup = backend_setup(opts, span, recipe, store, say)
     backend = backends.create(opts.backend_name, setup)
     return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,
-                    setup.artifact_store)
+                    setup.artifact_store, notes)
 
 
 def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ...] = (),
