@@ -33,7 +33,9 @@ def _image(catalog: Catalog, spec: str) -> str:
 @option("to", required=True, metavar="B", help="The image (or release) with the new one.")
 @option("test", required=True, help="Shell command run in each container; its exit code is "
         "the verdict (0 pass, 125 cannot test, else fail).")
-@option("only")
+@click.option("--only", metavar="UNIT", multiple=True,
+              help="Search only these differing components (repeat it), named as the table "
+                   "names them: py:NAME, lib:NAME or env:NAME.")
 @option("repeat", help="Test runs per swap and per image as it is, for flaky tests.")
 @option("repeat_policy")
 @option("verify")

@@ -46,9 +46,13 @@ _BY_NAME = {
         "nightly_urls", "no_nightlies"),
     "Containers and builds": ("backend", "image", "build_image", "base_image", "cuda_arch",
                               "max_jobs", "gpus", "build_tree"),
+    "Slurm (--backend slurm)": ("controller_partition", "controller_time"),   # slurm submit's
 }
 _BY_GROUP = {"metric": "Metric (--metric)", "slurm": "Slurm (--backend slurm)",
-             "submit": "Slurm (--backend slurm)", "place": "State and cache"}
+             "place": "State and cache"}
+_ORDER = ("What to bisect", "How rounds run", "Two NGC releases (release mode)",
+          "Containers and builds", "Metric (--metric)", "Slurm (--backend slurm)",
+          "State and cache")
 
 
 def _section(name: str) -> str | None:
@@ -68,7 +72,6 @@ def _commands(group: click.Group, path: str):
 
 def install(cli: click.Group, prog: str = "bisect-ngc") -> None:
     """Fill rich-click's option sections for every command of `cli`."""
-    order = [*_BY_NAME, *dict.fromkeys(_BY_GROUP.values())]
     for path, command in _commands(cli, prog):
         sections: dict[str, list[str]] = {}
         for param in command.params:
@@ -77,7 +80,7 @@ def install(cli: click.Group, prog: str = "bisect-ngc") -> None:
                 sections.setdefault(title, []).append(param.opts[0])
         if sections:
             rich_click.rich_click.OPTION_GROUPS[path] = [
-                {"name": t, "options": sections[t]} for t in order if t in sections]
+                {"name": t, "options": sections[t]} for t in _ORDER if t in sections]
 
 
 def epilog(*parts: str) -> str:

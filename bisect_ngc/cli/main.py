@@ -145,7 +145,8 @@ def _dry_run(bis, backend, as_json: bool) -> int:
 
 
 @cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))
-@options(*BISECTION, "brief")
+@options(*BISECTION)
+@click.option("--brief", is_flag=True, help="Leave out the rendered build and test scripts.")
 @json_option
 @click.pass_context
 def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry_run,
@@ -251,7 +252,8 @@ def _indent(text: str | None) -> str:
 
 
 @cli.command(epilog=epilog(VERDICT_HELP))
-@options(*BISECTION, "commit")
+@options(*BISECTION)
+@click.option("--commit", required=True, help="The revision to build and test.")
 @json_option
 @click.pass_context
 def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, dry_run,

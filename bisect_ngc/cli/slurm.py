@@ -21,7 +21,11 @@ def slurm():
 
 
 @slurm.command("submit", epilog=epilog(RELEASE_HELP))
-@options(*BISECTION, "submit")
+@options(*BISECTION)
+@click.option("--controller-partition", help="Partition for the controller job (default: "
+              "--partition).")
+@click.option("--controller-time", default="2-00:00:00", show_default=True,
+              help="Time limit of the controller job.")
 @json_option
 @click.pass_context
 def slurm_submit(ctx, jobs, controller_partition, controller_time, repeat, repeat_policy,

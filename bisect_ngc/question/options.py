@@ -317,17 +317,6 @@ OPTIONS: tuple[Opt, ...] = (
     _o("bisect", "dry_run", "--dry-run",
        "Print what the next round would run (with --backend slurm: its batch scripts) and "
        "stop; submits and builds nothing.", replay=False, is_flag=True),
-    _o("plan", "brief", "--brief", "Leave out the rendered build and test scripts.",
-       replay=False, is_flag=True),
-    _o("probe", "commit", "--commit", "The revision to build and test.", replay=False,
-       required=True),
-    _o("submit", "controller_partition", "--controller-partition",
-       "Partition for the controller job (default: --partition).", replay=False),
-    _o("submit", "controller_time", "--controller-time", "Time limit of the controller job.",
-       replay=False, default="2-00:00:00", show_default=True),
-    _o("components", "only", "--only",
-       "Search only these differing components (repeat it), named as the table names "
-       "them: py:NAME, lib:NAME or env:NAME.", metavar="UNIT", multiple=True),
     _o("sessions", "session", "--session", "Session id or prefix (default: the latest).",
        replay=False),
 )
