@@ -18,6 +18,7 @@ from bisect_ngc.core.recipes import Recipe
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.records import SessionStatus
 from bisect_ngc.core.store import Store
+from bisect_ngc.prebuilt.image_evidence import ImageEvidence
 from tests.lib.fakes import ScriptedBackend
 
 
@@ -174,6 +175,7 @@ def test_one_flaky_image_run_never_ends_the_session_as_not_in_commits(tmp_path, 
                 yield r, ProbeOutcome(v, runs=[v])
 
     result = Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"),
-                       Flaky(by_index(40)), Settings(), tiers=tiers).run()
+                       Flaky(by_index(40)), Settings(), tiers=tiers,
+                       images=ImageEvidence(tiers, span.candidates, jobs=1)).run()
     assert result.status == "ambiguous" and "#20 (image)" in result.explanation, result
     assert count[(20, "image")] == 2 and count[(20, "build")] >= 2

@@ -14,7 +14,8 @@ from .probes import Backend, ProbeRequest, Source, in_batches
 from .verdicts import ProbeOutcome
 from .environments import Environment, paired
 from .recipes import Recipe
-from .inputs import Events, ImageSwaps, Overlays, Range, Settings, Tier, stop_if_needed
+from .judges import Judge, PassFail
+from .inputs import Events, ImageRule, Overlays, Range, Settings, Tier, stop_if_needed
 from .search import (Result, Round, Status, Verdict, next_in_subset,
                      next_step, open_interval, skip_limit)
 from .keys import CacheKey, digest
@@ -26,14 +27,11 @@ from .store import Store
 
 
 class Bisection:
-    verifies = True       # the answer's pair is run again before it is given (rerun.py)
-
     def __init__(self, store: Store, span: Range, recipe: Recipe, backend: Backend,
                  settings: Settings | None = None, *, events: Events | None = None,
                  ships: Callable[[str], list[dict[str, str]]] | None = None,
                  tiers: list[Tier] | None = None, overlays: Overlays | None = None,
-                 swaps: ImageSwaps | None = None,
-                 rebase: Callable[[str], tuple[Recipe, Backend, Overlays | None]] | None = None):
+                 images: ImageRule | None = None, judge: Judge | None = None):
         self.store = store
         self.span = span
         self.settings = settings or Settings()
@@ -41,11 +39,8 @@ class Bisection:
         self.ships = ships or (lambda sha: [])
         self.tiers = [t for t in tiers or [] if t.sources]
         self.overlays = overlays
-        self.swaps = swaps
-        self.rebase = rebase      # builds follow the images' narrowing into the older release
-        self._followed = False
-        self._carries: dict[tuple[int, int], bool | None] = {}
-        self._between = (0, len(span.candidates) - 1)   # the images last compared
+        self.images = images      # release mode: images among builds (prebuilt/image_evidence)
+        self.judge: Judge = judge or PassFail()     # metric mode: metric/measured.MetricJudge
         self._adopt(recipe, backend)
         self.identity = {
             "repo": span.repo_id, "old": span.old, "new": span.new, "backend": backend.name,
@@ -53,10 +48,6 @@ class Bisection:
         }
         self.key = digest(self.identity)[:10]
         self.session: SessionRecord | None = None
-        # The evidence rule: an image's verdict and a build's are compared only after the
-        # image's own commit was probed in the build environment too.
-        self.image_verdicts: dict[int, Verdict] = {}
-        self.wheel_verdicts: dict[int, Verdict] = {}
 
     def open_session(self) -> tuple[SessionRecord, bool]:
         """Resume the unfinished session for this exact question, or start a new one."""
@@ -83,10 +74,13 @@ class Bisection:
 
     def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
         """The cheapest tier that can still narrow the range, and its round; else builds."""
+        asked = self.judge.plan(verdicts)
+        if asked is not None:
+            return None, asked
         n = len(self.span.candidates)
         tier, step = self._plan(n, verdicts)
-        if tier is None:
-            checked = self._same_environment(n, verdicts)
+        if tier is None and self.images is not None:
+            checked = self.images.before_builds(verdicts, self.recipe)
             if checked is not None:
                 return None, checked
         stop = skip_limit(n, verdicts, self.settings.max_skips)
@@ -106,25 +100,17 @@ class Bisection:
         """Probe with this recipe and backend from now on, under their cache keys."""
         self.recipe, self.backend = recipe, backend
         self.build_key = recipe.build_key()
-        self.test_key = digest([recipe.test_key(), self.settings.repeat,
-                                self.settings.policy.value])
+        self.test_key = self.judge.test_key(digest([recipe.test_key(), self.settings.repeat,
+                                                     self.settings.policy.value]))
         self.env = backend.environment()
 
     def _follow_narrowing(self, verdicts: dict[int, Verdict]) -> None:
-        """Once images narrow no further, builds run in the older of the two releases they
-        narrowed to, not in the image --from named (months older than these commits)."""
-        n = len(self.span.candidates)
-        images = [t for t in self.tiers if t.name == "image"]
-        if self.rebase is None or self._followed or not images or not self.image_verdicts or \
-                any(next_in_subset(n, verdicts, t.sources, self.settings.jobs) for t in images):
-            return
-        self._followed = True
-        ref = self._image_ref(open_interval(n, verdicts)[0])
-        if ref is None or ref == self.recipe.image:
-            return
-        recipe, backend, self.overlays = self.rebase(ref)
-        backend.prepare()
-        self._adopt(recipe, backend)
+        """Builds move into the release the images narrowed to, where the rule says so."""
+        moved = self.images.follow(verdicts, self.recipe.image) if self.images else None
+        if moved is not None:
+            recipe, backend, self.overlays = moved
+            backend.prepare()
+            self._adopt(recipe, backend)
 
     @property
     def _sid(self) -> str:
@@ -138,75 +124,13 @@ class Bisection:
         return paired(found, {i: e for i, e in envs.items() if e is not None})
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
-        """A verdict for the search; where an image decided a commit, the search keeps the
-        image's verdict and a build's is kept aside for _same_environment."""
-        i = rec.idx
-        if rec.details.get("tier") == "image":
-            self.image_verdicts[i] = verdicts[i] = rec.verdict
+        """A verdict for the search (the image rule may keep an image's instead)."""
+        if self.judge.note(rec, verdicts):
             return
-        self.wheel_verdicts[i] = rec.verdict
-        verdicts[i] = self.image_verdicts.get(i, rec.verdict)
-
-    def _same_environment(self, n: int, verdicts: dict[int, Verdict]) -> Round | Result | None:
-        """Before builds take over from images: probe the interval's ends that only an
-        image decided in the build environment; stop if it disagrees with the image."""
-        old, new = verdicts.get(0), verdicts.get(n - 1)
-        if not self.image_verdicts or old is None or new is None or old is new or \
-                Verdict.SKIP in (old, new):
-            return None
-        lo, hi = open_interval(n, verdicts)
-        ends = [i for i in (lo, hi) if i in self.image_verdicts]
-        self._between = (lo, hi)
-        for i in ends:
-            built = self.wheel_verdicts.get(i)
-            if built is not None and built is not self.image_verdicts[i]:
-                return self._not_in_commits(i, built, lo, hi, old, new)
-        need = tuple(i for i in ends if i not in self.wheel_verdicts)
-        what = self.recipe.bisected
-        if len(need) == 2 and self._carries_it(lo, hi) is False:
-            return Result(Status.NOT_IN_COMMITS, last_old=lo, old_outcome=old, new_outcome=new,
-                          explanation=f"{self._image_label(lo)} with the {what} of "
-                                      f"{self._image_label(hi)} put in place still behaves "
-                                      f"{self.image_verdicts[lo].value}: the difference is not in "
-                                      f"{what} (nothing was built)")
-        return Round(need) if need else None
-
-    def _image_ref(self, i: int) -> str | None:
-        return next((t.sources[i].ref for t in self.tiers if t.name == "image" and
-                     i in t.sources), None)
-
-    def _image_label(self, i: int) -> str:
-        return next((t.sources[i].label for t in self.tiers if i in t.sources),
-                    self.span.candidates[i][:12])
-
-    def _carries_it(self, lo: int, hi: int) -> bool | None:
-        """One swap, no build: the older image with the newer one's files of what is
-        bisected (PyTorch, or --component's)."""
-        a, b = self._image_ref(lo), self._image_ref(hi)
-        if self.swaps is None or a is None or b is None:
-            return None
-        if (lo, hi) not in self._carries:
-            self._carries[lo, hi] = self.swaps.carries(a, b)
-        return self._carries[lo, hi]
-
-    def _not_in_commits(self, i: int, built: Verdict, lo: int, hi: int, old: Verdict,
-                        new: Verdict) -> Result:
-        name, what = self._image_label, self.recipe.bisected
-        base = self.recipe.image or "this host"
-        if built is Verdict.SKIP:
-            return Result(Status.AMBIGUOUS, last_old=lo, candidates=tuple(range(lo + 1, hi + 1)),
-                          explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
-                                      f"{what} at its commit could not be tested in {base}, so "
-                                      f"no build can be compared with it",
-                          old_outcome=old, new_outcome=new)
-        return Result(Status.NOT_IN_COMMITS, last_old=lo,
-                      rests_on=((i, "image", self.image_verdicts[i]), (i, "build", built)),
-                      explanation=f"{name(i)} behaves {self.image_verdicts[i].value}, but "
-                                  f"{what} at its commit ({self.span.candidates[i][:12]}) built "
-                                  f"in {base} behaves {built.value}: the difference is not in "
-                                  f"{what}'s commits between {name(lo)} and {name(hi)}; another "
-                                  f"part of the container (or NVIDIA's build of {what}) made it",
-                      old_outcome=old, new_outcome=new)
+        if self.images is not None:
+            self.images.note(rec, verdicts)
+        else:
+            verdicts[rec.idx] = rec.verdict
 
     def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
                 ) -> tuple[Source | None, ProbeRecord | None]:
@@ -218,8 +142,8 @@ class Bisection:
         if hit is None and tier is None and self.overlays is not None:
             overlay = self.overlays.source(i, lo, hi)
             if overlay is not None:
-                return overlay, self._cached(commit, overlay)
-        return source, hit
+                source, hit = overlay, self._cached(commit, overlay)
+        return source, hit if self.judge.reuses else None
 
     def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
@@ -260,10 +184,15 @@ class Bisection:
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
+        for batch in self.judge.batches(step, verdicts):
+            self._batch(sid, rnd, batch, verdicts, tier)
+
+    def _batch(self, sid: str, rnd: int, indices: tuple[int, ...], verdicts: dict[int, Verdict],
+               tier: Tier | None) -> None:
         lo, hi = open_interval(len(self.span.candidates), verdicts)
-        self.events.round(rnd, step.indices, lo, hi, tier.name if tier else "build")
+        self.events.round(rnd, indices, lo, hi, tier.name if tier else "build")
         requests: list[ProbeRequest] = []
-        for i in step.indices:
+        for i in indices:
             commit = self.span.candidates[i]
             source, hit = self._lookup(tier, i, lo, hi)
             if hit is None and source is not None and source.tier == "overlay" and \
@@ -298,11 +227,11 @@ class Bisection:
                 source: Source | None = None) -> ProbeRequest:
         commit = self.span.candidates[index]
         logs = self.store.root / "logs" / sid / commit[:12]
-        return ProbeRequest(
+        return self.judge.request(ProbeRequest(
             session=sid, commit=commit, index=index, slot=slot, runs=self.settings.repeat,
             policy=self.settings.policy, log_dir=logs / source.tier if source else logs,
             artifacts_dir=self.store.root / "artifacts" / self.build_key[:12] / commit,
-            expect_commit=self.recipe.expect_torch_commit, source=source)
+            expect_commit=self.recipe.expect_torch_commit, source=source))
 
     def predicted_session(self) -> tuple[str, dict[int, Verdict]]:
         """The session a run would use now, and its verdicts so far; changes nothing."""
@@ -341,11 +270,12 @@ class Bisection:
                 details["overlay_of"] = req.source.reports
         if out.checkout_s is not None:
             details["checkout_s"] = round(out.checkout_s, 3)
-        return ProbeRecord(
+        return self.judge.record(ProbeRecord(
             round=rnd, idx=req.index, commit=req.commit, verdict=out.verdict, reason=out.reason,
             exit_code=out.exit_code, build_s=out.build_s, test_s=out.test_s,
             runs=[v.value for v in out.runs], cached=False, started=started, ended=time.time(),
-            logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=details)
+            logs={k: self.store.rel(p) for k, p in out.logs.items()}, details=details),
+            out, self.backend.name)
 
     def _skip_summary(self, found: Result) -> str:
         """Where the untestable commits lie and why they were skipped, most often."""
@@ -362,6 +292,7 @@ class Bisection:
                 f"`{probe}`, or raise --max-skips")
 
     def result(self, found: Result) -> SessionResult:
+        found = self.judge.answer(found)
         cands = self.span.candidates
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
         reasons, explanation, components = {}, found.explanation, None
@@ -378,12 +309,10 @@ class Bisection:
                 explanation += f" ({'; '.join(seen)}; nothing was built)"
         if found.stopped_early:
             explanation += self._skip_summary(found)
-        if found.status is Status.NOT_IN_COMMITS and self.swaps is not None:
-            a, b = (self._image_ref(i) for i in self._between)
-            if a is not None and b is not None:
-                components = self.swaps.attribute(a, b)
+        if found.status is Status.NOT_IN_COMMITS and self.images is not None:
+            components = self.images.components()
         first = sha(found.first_new)
-        return SessionResult(
+        res = SessionResult(
             status=found.status.value, first_new=first, last_old=sha(found.last_old),
             candidates=[cands[i] for i in found.candidates],
             old_outcome=found.old_outcome.value if found.old_outcome else None,
@@ -391,6 +320,7 @@ class Bisection:
             skipped=[cands[i] for i in found.skipped], explanation=explanation,
             n_candidates=len(cands) - 1, endpoint_reasons=reasons,
             ships=self.ships(first) if first else [], components=components)
+        return self.judge.finish(found, res)
 
 
 def _most_common(reasons: list[str]) -> tuple[str, int]:

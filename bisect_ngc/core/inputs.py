@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from .probes import ProbeRequest, Source
+from .probes import Backend, ProbeRequest, Source
+from .recipes import Recipe
 from .verdicts import ProbeOutcome
 from ..errors import UserError
 from ..vcs.history import History
 from .records import ProbeRecord, SessionRecord
-from .search import RepeatPolicy, Verdict
+from .search import RepeatPolicy, Result, Round, Verdict
 from .verification import DEFAULT_VERIFY
 
 
@@ -37,6 +38,24 @@ class ImageSwaps(Protocol):
 
     def attribute(self, a: str, b: str) -> dict[str, Any]:
         """Which component makes a and b differ."""
+
+
+class ImageRule(Protocol):
+    """Release mode's rule for NGC images among builds (prebuilt/image_evidence.py)."""
+
+    def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
+        """Put a probe's verdict where the search reads it, or keep it aside."""
+
+    def follow(self, verdicts: dict[int, Verdict], image: str | None
+               ) -> tuple[Recipe, Backend, Overlays | None] | None:
+        """The recipe, backend and overlays that builds move to, once, if they move."""
+
+    def before_builds(self, verdicts: dict[int, Verdict], recipe: Recipe
+                      ) -> Round | Result | None:
+        """What must be probed, or the answer, before builds take over from images."""
+
+    def components(self) -> dict[str, Any] | None:
+        """Which component makes the two images last compared differ."""
 
 
 class Interrupted(KeyboardInterrupt):

@@ -16,7 +16,7 @@ from .search import Result, Verdict, open_interval
 
 def verified(bis: Any, sid: str, rnd: int, found: Result) -> tuple[Result, int]:
     """The answer after its fresh runs, and the last round number used."""
-    verify = bis.settings.verify if bis.verifies else 0
+    verify = bis.settings.verify if bis.judge.verifies else 0
     n = len(bis.span.candidates)
     pairs = verification.claims(found, lambda i: _tier_of(bis, sid, i))
     while True:

@@ -1,4 +1,5 @@
-"""Bisection on a metric (`--metric NAME`): each probe is one run, one number.
+"""Bisection on a metric (`--metric NAME`): the engine's judge (MetricJudge) takes each
+probe as one run, one number.
 
 The test prints NAME in its last JSON line; a run that exits non-zero, or prints no such
 number, measured nothing and is tried again. A round runs the commits asked for one at a
@@ -13,16 +14,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Iterator
 
-from ..core.probes import ProbeRequest, Source
+from ..core.probes import ProbeRequest
 from ..core.verdicts import ProbeOutcome
 from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
                          guard, judge, numbers, settled, together)
 from .confirmation import pair, share
 from . import segments
-from ..core.inputs import Tier
-from ..core.engine import Bisection
+from ..core.inputs import Settings
 from ..core.search import Result, Round, Status, Verdict, open_interval, skip_limit
 from ..core.keys import digest
 from ..core.records import ProbeRecord, SessionResult
@@ -71,102 +71,99 @@ def spread(sample: list[float]) -> dict[str, float]:
             "min": min(sample), "max": max(sample)}
 
 
-class MeasuredBisection(Bisection):
+class MetricJudge:
+    """The engine's judge (core/judges.py) for --metric: each probe is one run, one number,
+    and a commit's call is the sequential test's (segments.plan)."""
+
     verifies = False      # its answer is confirmed by fresh samples (comparator.confirm) instead
-    def __init__(self, *args: Any, metric: Metric, **kwargs: Any):
-        self.metric = metric
+    reuses = False        # numbers of another session (another machine state, another day)
+    #                       never decide: every number this session compares, it measured
+
+    def __init__(self, metric: Metric, candidates: list[str], settings: Settings):
+        self.metric, self.candidates, self.settings = metric, candidates, settings
         self.samples: dict[int, list[tuple[int, float]]] = {}   # (round, number)
         self.attempts: dict[int, int] = {}
         self.tried: dict[int, list[int]] = {}      # the round of every run, numbers or not
         self.changes: tuple[tuple[int, int], ...] = ()   # every change found
-        super().__init__(*args, **kwargs)
 
-    def _adopt(self, recipe, backend) -> None:
-        super()._adopt(recipe, backend)
-        self.test_key = digest([self.test_key, "metric", self.metric.name])
+    def test_key(self, key: str) -> str:
+        return digest([key, "metric", self.metric.name])
 
-    def plan(self, verdicts: dict[int, Verdict]) -> tuple[Tier | None, Round | Result]:
-        n, rule = len(self.span.candidates), self.metric.rule
+    def plan(self, verdicts: dict[int, Verdict]) -> Round | Result:
+        n, rule = len(self.candidates), self.metric.rule
         p = segments.plan(n, self.samples, self.attempts, rule)
         verdicts.clear()
         verdicts.update(p.verdicts)
         if p.more:
-            return None, Round(p.more)
+            return Round(p.more)
         if p.difference is not None and p.difference.call != "differ":
             what = ("do not differ" if p.difference.call == "same" else
                     f"could not be told apart within --max-runs {rule.max_runs}")
-            return None, Result(Status.INVALID_ENDPOINTS, explanation=(
+            return Result(Status.INVALID_ENDPOINTS, explanation=(
                 f"the endpoints {what} in {self.metric.name}: "
                 f"{p.difference.describe(rule)}; " + (
                     "there is no change to bisect" if p.difference.call == "same" else
                     "raise --max-runs, or --min-change if the change is smaller")))
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if p.step:
-            return None, stop or Round(p.step)
+            return stop or Round(p.step)
         self.changes = p.changes
         if p.result is None:
             raise AssertionError("segments.plan gave no runs, no step and no answer")
-        return None, p.result
+        return p.result
 
-    def _lookup(self, tier: Tier | None, i: int, lo: int, hi: int
-                ) -> tuple[Source | None, ProbeRecord | None]:
-        """Numbers of another session (another machine state, another day) never decide:
-        every number this session compares, it measured itself."""
-        return super()._lookup(tier, i, lo, hi)[0], None
-
-    def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
-               tier: Tier | None = None) -> None:
-        """Up to `block` passes, one run of each commit a pass. The first pass also runs each
-        end of the open interval once (`comparator.guard`: their numbers show the machine's
-        drift, by which this round's numbers are corrected); later passes run only the
-        commits still undecided, so a commit far from one side costs one run."""
-        n, rule = len(self.span.candidates), self.metric.rule
+    def batches(self, step: Round, verdicts: dict[int, Verdict]) -> Iterator[tuple[int, ...]]:
+        """Up to `block` passes, one run of each commit a pass, one commit at a time (a
+        backend runs a batch's probes at once). The first pass also runs each end of the
+        open interval once (`comparator.guard`: their numbers show the machine's drift, by
+        which this round's numbers are corrected); later passes run only the commits still
+        undecided, so a commit far from one side costs one run."""
+        n, rule = len(self.candidates), self.metric.rule
         todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, self.attempts, rule))))
         for _ in range(rule.block):
             todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
                          (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
             if not todo:
                 return
-            for i in todo:      # one at a time: a backend runs a round's probes at once
-                super()._round(sid, rnd, Round((i,)), verdicts, tier)
+            for i in todo:
+                yield (i,)
             more = segments.plan(n, self.samples, self.attempts, rule).more
             todo = tuple(i for i in step.indices if i in more)
 
-    def request(self, sid: str, index: int, slot: int,
-                source: Source | None = None) -> ProbeRequest:
+    def request(self, req: ProbeRequest) -> ProbeRequest:
         """Each run of a commit is a probe of its own (numbered by the runs before it, so a
         resumed session asks for the one in flight again, and Slurm re-attaches to it)."""
-        req = super().request(sid, index, slot, source)
-        run = str(self.attempts.get(index, 0))
+        run = str(self.attempts.get(req.index, 0))
         return replace(req, run_key=run, log_dir=req.log_dir / f"run-{run}")   # a log a run
 
-    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
-                started: float) -> ProbeRecord:
-        rec = super()._record(rnd, req, out, started)
+    def record(self, rec: ProbeRecord, out: ProbeOutcome, backend: str) -> ProbeRecord:
         value, why = measurement(out, self.metric.name)
         rec.verdict, rec.reason = (Verdict.SKIP if value is None else Verdict.PASS), why
         rec.details.update(metric=self.metric.name, samples=[] if value is None else [value])
-        if self.backend.name in ("local", "docker"):    # the GPU is this host's
+        if backend in ("local", "docker"):    # the GPU is this host's
             rec.details["gpu_clocks"] = host_gpu.clocks()
         return rec
 
-    def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
+    def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> bool:
         i = rec.idx
         numbers_ = [(rec.round, float(v)) for v in rec.details.get("samples") or []]
         self.attempts[i] = self.attempts.get(i, 0) + max(1, len(numbers_))
         self.tried.setdefault(i, []).extend([rec.round] * max(1, len(numbers_)))
         self.samples.setdefault(i, []).extend(numbers_)
+        return True
 
-    def result(self, found: Result) -> SessionResult:
+    def answer(self, found: Result) -> Result:
         if found.status is Status.AMBIGUOUS and found.skipped and not found.stopped_early:
-            found = replace(found, explanation=(
+            return replace(found, explanation=(
                 f"{len(found.skipped)} commit(s) between the last like-old and the first "
                 "like-new commit could not be placed (unresolved within --max-runs, or like "
                 "neither side: see the measurements); raise --max-runs and run the same "
                 "command again to resolve them"))
-        res = super().result(found)
+        return found
+
+    def finish(self, found: Result, res: SessionResult) -> SessionResult:
         res.metric = m = self.summary(found)
-        n, name = len(self.span.candidates), self.metric.name
+        n, name = len(self.candidates), self.metric.name
         if self.samples.get(0) and self.samples.get(n - 1):
             old, new = (statistics.median(numbers(self.samples[i])) for i in (0, n - 1))
             res.old_outcome = f"{name} {old:.4g}"
@@ -174,7 +171,7 @@ class MeasuredBisection(Bisection):
         return res
 
     def summary(self, found: Result) -> dict[str, Any]:
-        n, rule, cands = len(self.span.candidates), self.metric.rule, self.span.candidates
+        n, rule, cands = len(self.candidates), self.metric.rule, self.candidates
         j = judge(n, self.samples, self.attempts, rule, settled(n, self.samples, rule))
         out: dict[str, Any] = {
             "name": self.metric.name, "better": self.metric.direction,
@@ -216,7 +213,7 @@ class MeasuredBisection(Bisection):
     def narrowing(self) -> list[list[int]]:
         """[round, runs, old end, new end] after each round: the judgement replayed on the
         numbers measured up to it."""
-        n, rule = len(self.span.candidates), self.metric.rule
+        n, rule = len(self.candidates), self.metric.rule
         rows = []
         for r in sorted({k for rounds in self.tried.values() for k in rounds}):
             upto = {i: [(k, v) for k, v in s if k <= r] for i, s in self.samples.items()}

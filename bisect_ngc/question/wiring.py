@@ -26,7 +26,8 @@ from ..core.engine import Bisection
 from ..errors import UserError
 from ..vcs.mirrors import redact_url
 from ..vcs.history import History
-from ..metric.measured import MeasuredBisection, Metric
+from ..metric.measured import Metric, MetricJudge
+from ..prebuilt.image_evidence import ImageEvidence
 from ..prebuilt.overlay import OverlayRule
 from .recipe import component, make_recipe, test_file_notes
 from ..core.recipes import Recipe, test_identity
@@ -187,15 +188,18 @@ class Question:
         indexes, artifact directories, downloads of their metadata) is its only I/O;
         without `listing` (--dry-run) only the catalog's images are used, and it says so."""
         if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
-            return MeasuredBisection(self.store, self._span(), self.recipe, self._backend(), settings,
-                                     events=events, ships=self.ships, overlays=self.overlays(),
-                                     metric=metric)
+            span = self._span()
+            return Bisection(self.store, span, self.recipe, self._backend(), settings,
+                             events=events, ships=self.ships, overlays=self.overlays(),
+                             judge=MetricJudge(metric, span.candidates, settings))
         tiers = self.tiers(listing)
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
+        images = ImageEvidence(tiers, self._span().candidates, settings.jobs,
+                               swaps=self.swaps(tiers, settings),
+                               rebase=self.rebased if follows else None)
         return Bisection(self.store, self._span(), self.recipe, self._backend(), settings,
                          events=events, ships=self.ships, tiers=tiers,
-                         overlays=self.overlays(), swaps=self.swaps(tiers, settings),
-                         rebase=self.rebased if follows else None)
+                         overlays=self.overlays(), images=images)
 
     def follows_narrowing(self) -> bool:
         o = self.opts
