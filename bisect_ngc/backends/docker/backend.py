@@ -31,7 +31,7 @@ from ...core.keys import digest
 from ...core.verdicts import BuildFact, RunFact
 from ...companions.builds import CompanionBuilds, torch_identity
 from .engine import LABEL, DockerContainers, connect, ensure_image, short_error
-from ...core.probes import BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest, TestPlan, test_plan
+from ...core.probes import BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest, test_plan
 from ..base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
@@ -51,7 +51,7 @@ class DockerBackend(ThreadedRounds):
         self.artifacts = artifacts
         self.cache_dir = cache_dir
         self.say = say or (lambda text: None)
-        self.client = client
+        self._client = client
         self.state_label = digest(str(state_dir))[:12]
         self.image_digest = ""
         self.ulimits = NGC_ULIMITS
@@ -77,8 +77,14 @@ class DockerBackend(ThreadedRounds):
     def environment(self) -> str:
         return f"docker:{self.image_digest or self.recipe.image}:gpus={self.use_gpus}"
 
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:      # prepare() connects first; plans never ask
+            self._client = connect()
+        return self._client
+
     def prepare(self) -> None:
-        self.client = self.client or connect()
+        self._client = self._client or connect()
         image = self.ensure_image(self.recipe.image)
         self.image_digest = (image.attrs.get("RepoDigests") or [image.id])[0]
         if self.recipe.build_image:
@@ -95,7 +101,7 @@ class DockerBackend(ThreadedRounds):
 
     def containers(self) -> "DockerContainers":
         """Containers of whole images, for swap probes between release images."""
-        return DockerContainers(self.client)      # None before prepare(): connects when used
+        return DockerContainers(self._client)    # None before prepare(): connects when used
 
     def cancel(self) -> None:
         with self._lock:      # with _container's registration: none slips in between
@@ -163,7 +169,8 @@ class DockerBackend(ThreadedRounds):
         r = self.recipe
         logs: dict[str, Path] = {}
         plan = test_plan(req, r)
-        image, test = plan.image, plan.test
+        test = plan.test
+        image = plan.image or r.image or ""      # Docker runs every test in an image
         build, details = None, {}
         if plan.artifacts == "none":
             art_path = self.artifacts.as_is().path
@@ -177,7 +184,8 @@ class DockerBackend(ThreadedRounds):
                 return _annotated(run_tests(req, on_phase, None, build), logs, details)
         extra: list[Mount] = []
         if self.companions is not None:
-            made = self._companions(req, plan, wt, art_path, details, logs, on_phase)
+            made = self._companions(self.companions, req, image, wt, art_path, details, logs,
+                                    on_phase)
             if isinstance(made, ProbeOutcome):
                 return _annotated(made, logs, details)
             test, extra = install_prelude(made.installed, test), made.mounts
@@ -192,13 +200,14 @@ class DockerBackend(ThreadedRounds):
 
         return _annotated(run_tests(req, on_phase, once, build), logs, details)
 
-    def _companions(self, req: ProbeRequest, plan: TestPlan, wt: Path, art_path: Path,
-                    details: dict[str, Any], logs: dict[str, Path], on_phase: PhaseCallback):
+    def _companions(self, companions: CompanionBuilds, req: ProbeRequest, image: str, wt: Path,
+                    art_path: Path, details: dict[str, Any], logs: dict[str, Path],
+                    on_phase: PhaseCallback):
         """The --with companions for this probe's torch (built in its image where they
         compile against it), or the probe's skip."""
-        own = plan.image == self.recipe.image
-        image_digest = self.image_digest if own else self.ensure_image(plan.image).id
-        torch_id = torch_identity(plan.artifacts, art_path,
+        own = image == self.recipe.image
+        image_digest = self.image_digest if own else self.ensure_image(image).id
+        torch_id = torch_identity(test_plan(req, self.recipe).artifacts, art_path,
                                   req.source.ref if req.source else "", image_digest)
 
         def run(image, command, mounts, env, log, timeout):
@@ -206,7 +215,7 @@ class DockerBackend(ThreadedRounds):
             return self._container(req, "companion", image, command, wt, art_path, log,
                                    timeout, artifacts_rw=False, extra=mounts, env=env)
 
-        made = self.companions.ready(plan.image, image_digest, torch_id, req.log_dir, run,
+        made = companions.ready(image, image_digest, torch_id, req.log_dir, run,
                                      lambda: on_phase(req, "build"))
         if not isinstance(made, ProbeOutcome):
             details["companions_built"] = made.built

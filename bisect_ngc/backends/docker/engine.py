@@ -83,13 +83,13 @@ class DockerContainers(ScriptsByShell):
             self._client = connect()
         if not self._swept:
             self._swept = True
-            self._sweep()
+            self._sweep(self._client)
         return self._client
 
-    def _sweep(self) -> None:
+    def _sweep(self, client: docker.DockerClient) -> None:
         """Remove the swap containers that killed runs left behind."""
         now = time.time()
-        for box in self._client.containers.list(
+        for box in client.containers.list(
                 all=True, sparse=True, filters={"label": f"{self.label}.role=swap",
                                                 "status": ["exited", "created"]}):
             if now - box.attrs.get("Created", now) > self.STALE_AFTER_S:
