@@ -155,3 +155,15 @@ def test_files_and_functions_stay_readable():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= 50, f"{name}.{node.name}: {length} lines"
+
+
+def test_the_readme_table_of_packages_is_the_floor_plan():
+    import re
+    rows = [line.split("|")[1:-1] for line in (PKG.parent / "README.md").read_text().splitlines()
+            if re.match(r"\| `\w+/` \|", line)]
+    table = {}
+    for name, _, allowed in rows:
+        pkg = name.strip(" `/")
+        cell = set(re.findall(r"`(\w+)`", allowed))
+        table[pkg] = set(PACKAGES) - {pkg} - cell if "everything" in allowed else cell
+    assert table == {p: ALLOWED[p] - {p} for p in PACKAGES}
