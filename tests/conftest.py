@@ -25,5 +25,5 @@ def pytest_collection_modifyitems(items):
     """Tests of real engines, clusters and GPUs are slow too: `-m "not slow"` is the fast
     unit layer (under a minute)."""
     for item in items:
-        if any(item.get_closest_marker(m) for m in ("docker", "slurm", "gpu")):
+        if any(item.get_closest_marker(m) for m in ("docker", "slurm", "gpu", "registry")):
             item.add_marker(pytest.mark.slow)

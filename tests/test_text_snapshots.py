@@ -40,14 +40,17 @@ ERRORS = [
     ["probe", "--repo", "{tmp}/r", "--test", "true"],
     ["components", "--to", "24.10", "--test", "true"],
     ["report", "--session", "nope"],
+    ["diff", "24.09", "debian:12"],
+    ["diff", "99.99", "24.10"],
 ]
 
 
 @pytest.mark.parametrize("args", ERRORS, ids=[" ".join(a[:1] + a[-2:]) for a in ERRORS])
 def test_one_sentence_errors(tmp_path, run_cli, snapshot, args):
     make_repo(tmp_path / "r", 5, 2)
-    args = [a.format(tmp=tmp_path) for a in args] + ["--state", str(tmp_path / "st")] \
-        if args[0] != "report" else [*args, "--state", str(tmp_path / "st")]
+    args = [a.format(tmp=tmp_path) for a in args]
+    args += ["--state", str(tmp_path / "st")] if args[0] != "diff" else \
+        ["--cache-dir", str(tmp_path / "c")]
     code, _, err = run_cli(args)
     assert code == 2 and err.replace(str(tmp_path), "<tmp>") == snapshot
 

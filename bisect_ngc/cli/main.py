@@ -25,6 +25,7 @@ from .help_sections import RichGroup, epilog, install as install_help_sections
 from ..question.merges import branch_range
 from ..question.metric import metric_from
 from .catalog import releases, resolve
+from .diff import diff
 from .sessions import log, report, status
 from .slurm import slurm
 from .progress import make_events, say
@@ -55,8 +56,8 @@ def cli() -> None:
       bisect-ngc bisect --repo PATH --old GOOD --new BAD --build make --test "$PWD/t.sh"
     Dry run (candidates, probes, rounds, base image and recipe; builds nothing):
       bisect-ngc plan --from 24.09 --to 24.10
-    The release catalog:
-      bisect-ngc releases ; bisect-ngc resolve 24.09
+    The release catalog, and what two releases differ in (read from nvcr.io, no pull):
+      bisect-ngc releases ; bisect-ngc resolve 24.09 ; bisect-ngc diff 24.09 24.10
     On a Slurm cluster (the controller itself as a batch job):
       bisect-ngc slurm submit --from 24.09 --to 24.10 --gpu-partition gpu
     Sessions and the markdown report:
@@ -305,7 +306,7 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
     return code
 
 
-for command in (status, log, report, slurm, releases, resolve, cache, components):
+for command in (status, log, report, slurm, releases, resolve, diff, cache, components):
     cli.add_command(command)
 install_help_sections(cli)
 

@@ -1,0 +1,121 @@
+"""What an image's config says it holds, with no layer pulled: components and versions
+read from its environment's `*_VERSION` variables and NVIDIA's `com.nvidia.*` labels, the
+behaviour defaults its environment sets, and the difference between two images. Pure:
+an OCI image config (the JSON blob a registry serves) in, facts out.
+
+Every variable and label it understands is in COMPONENTS; any other `*_VERSION` variable
+still shows, under its own name, so an image that is not NGC's diffs too. The forms are
+those NGC's images write (tests/test_image_config.py): four-part CUDA versions, `+cuda12.2`
+suffixes, torch's `2.5.0a0+b465a5843b` with 7 or 10 hex digits of the upstream commit,
+`+git<hash>`, Transformer Engine's major.minor, `rc` with no separator, empty values."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# component: (variables, then labels, in the order they are trusted)
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "torch": ("PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "com.nvidia.pytorch.version"),
+    "ngc release": ("NVIDIA_PYTORCH_VERSION",),
+    "cuda": ("CUDA_VERSION",),      # NGC's com.nvidia.cuda.version label is always 9.0
+    "cuda driver": ("CUDA_DRIVER_VERSION",),
+    "cublas": ("CUBLAS_VERSION", "com.nvidia.cublas.version"),
+    "cudnn": ("CUDNN_VERSION", "com.nvidia.cudnn.version"),
+    "cudnn-frontend": ("CUDNN_FRONTEND_VERSION",),
+    "cufft": ("CUFFT_VERSION", "com.nvidia.cufft.version"),
+    "curand": ("CURAND_VERSION", "com.nvidia.curand.version"),
+    "cusolver": ("CUSOLVER_VERSION", "com.nvidia.cusolver.version"),
+    "cusparse": ("CUSPARSE_VERSION", "com.nvidia.cusparse.version"),
+    "cusparselt": ("CUSPARSELT_VERSION", "com.nvidia.cusparselt.version"),
+    "cutensor": ("CUTENSOR_VERSION", "com.nvidia.cutensor.version"),
+    "nccl": ("NCCL_VERSION", "com.nvidia.nccl.version"),
+    "nvshmem": ("NVSHMEM_VERSION",),
+    "aws-ofi-nccl": ("AWS_OFI_NCCL_VERSION",),
+    "hpc-x": ("HPCX_VERSION",),
+    "ucx": ("OPENUCX_VERSION",),
+    "ucc": ("OPENUCC_VERSION",),
+    "open mpi": ("OPENMPI_VERSION",),
+    "gdrcopy": ("GDRCOPY_VERSION",),
+    "transformer_engine": ("TRANSFORMER_ENGINE_VERSION",),
+    "triton": ("PYTORCH_TRITON_VERSION",),
+    "tensorrt": ("TRT_VERSION", "TENSORRT_VERSION", "com.nvidia.tensorrt.version"),
+    "dali": ("DALI_VERSION",),
+    "nsight systems": ("NSIGHT_SYSTEMS_VERSION", "com.nvidia.nsightsystems.version"),
+    "nsight compute": ("NSIGHT_COMPUTE_VERSION", "com.nvidia.nsightcompute.version"),
+}
+# Variables that change what the same code does, shown when they differ.
+DEFAULTS = ("TORCH_CUDA_ARCH_LIST", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_MODULE_LOADING",
+            "TORCH_NCCL_USE_COMM_NONBLOCKING", "TORCH_CUDNN_V8_API_ENABLED",
+            "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+            "CUDA_BINARY_LOADER_THREAD_COUNT", "NCCL_NET_PLUGIN", "PIP_CONSTRAINT")
+_KNOWN = {name for names in COMPONENTS.values() for name in names}
+_LOCAL_COMMIT = re.compile(r"(?:git)?([0-9a-f]{7,40})")
+
+
+@dataclass(frozen=True)
+class Fact:
+    component: str
+    version: str
+    source: str          # "env CUDNN_VERSION" or "label com.nvidia.cudnn.version"
+
+    @property
+    def commit(self) -> str:
+        """The commit a version like 2.5.0a0+b465a5843b or 1.11.0+c27ee60 names, or ""."""
+        local = self.version.partition("+")[2]
+        match = _LOCAL_COMMIT.fullmatch(local)
+        return match.group(1) if match else ""
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str            # a component, or a variable of DEFAULTS
+    a: str               # "" where that image does not say
+    b: str
+    kind: str            # "component" | "default"
+
+
+def environment(config: Mapping[str, Any]) -> dict[str, str]:
+    """The image's environment variables; a config's `Env` is a list of NAME=VALUE."""
+    body = config.get("config") or config.get("Config") or {}
+    pairs = (item.partition("=") for item in body.get("Env") or [])
+    return {name: value for name, _, value in pairs if name}
+
+
+def labels(config: Mapping[str, Any]) -> dict[str, str]:
+    body = config.get("config") or config.get("Config") or {}
+    return dict(body.get("Labels") or {})
+
+
+def facts(config: Mapping[str, Any]) -> dict[str, Fact]:
+    """Each component the config names, by the first of its variables and labels that
+    has a value; then every other `*_VERSION` variable under its own name."""
+    env, tags = environment(config), labels(config)
+    found: dict[str, Fact] = {}
+    for component, names in COMPONENTS.items():
+        for name in names:
+            value = (env if name.isupper() else tags).get(name, "").strip()
+            if value:
+                kind = "env" if name.isupper() else "label"
+                found[component] = Fact(component, value, f"{kind} {name}")
+                break
+    for name, value in sorted(env.items()):
+        if name.endswith("_VERSION") and name not in _KNOWN and value.strip():
+            stem = name.removesuffix("_VERSION").removesuffix("_BUILD")
+            component = stem.lower().replace("_", "-")
+            found.setdefault(component, Fact(component, value.strip(), f"env {name}"))
+    return found
+
+
+def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
+    """What differs between two image configs: components in COMPONENTS' order (then the
+    others by name), then the behaviour defaults."""
+    fa, fb = facts(a), facts(b)
+    order = [c for c in COMPONENTS if c in fa or c in fb] + \
+        sorted((set(fa) | set(fb)) - set(COMPONENTS))
+    rows = [Row(c, fa[c].version if c in fa else "", fb[c].version if c in fb else "",
+                "component") for c in order]
+    ea, eb = environment(a), environment(b)
+    rows += [Row(name, ea.get(name, ""), eb.get(name, ""), "default") for name in DEFAULTS
+             if name in ea or name in eb]
+    return [r for r in rows if r.a != r.b]

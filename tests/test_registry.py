@@ -1,0 +1,113 @@
+"""`bisect-ngc diff` against a real registry (scripts/registry-up.sh: the CNCF distribution
+registry, basic auth on localhost), with images pushed in NGC's layout: their configs are
+read, and no layer is ever fetched (the registry's access log says which blobs were)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.lib.registry_images import (HOST, PASSWORD, REPO, USER, push, registry_up,
+                                       login as set_login)
+
+LOG = Path("/var/log/bisect-ngc-registry.log")
+ENV_A = {"CUDA_VERSION": "12.6.1.006", "NCCL_VERSION": "2.22.3", "CUDNN_VERSION": "9.4.0.58",
+         "PYTORCH_BUILD_VERSION": "2.5.0a0+b465a5843b", "TRANSFORMER_ENGINE_VERSION": "1.10",
+         "TORCH_NCCL_USE_COMM_NONBLOCKING": "0"}
+ENV_B = {"CUDA_VERSION": "12.6.2.004", "NCCL_VERSION": "2.22.3", "CUDNN_VERSION": "9.5.0.50",
+         "PYTORCH_BUILD_VERSION": "2.5.0a0+e000cf0ad9", "TRANSFORMER_ENGINE_VERSION": "1.11",
+         "TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}
+pytestmark = [pytest.mark.registry, pytest.mark.docker]
+
+
+@pytest.fixture(scope="module")
+def pushed():
+    """Two images in NGC's layout, pushed: (A, B)."""
+    if not registry_up():
+        pytest.skip(f"no registry on {HOST}: run scripts/registry-up.sh (CI does)")
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
+        pytest.skip(f"no Docker engine to build the test images ({exc}): scripts/docker-up.sh")
+    return tuple(push(client, tag, env, {"com.nvidia.cudnn.version": env["CUDNN_VERSION"],
+                                         "com.nvidia.cuda.version": "9.0"})
+                 for tag, env in (("24.09-py3", ENV_A), ("24.10-py3", ENV_B)))
+
+
+def login(tmp_path, monkeypatch, password=PASSWORD):
+    set_login(tmp_path / "docker", password)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+
+
+def blobs_fetched(since: int) -> list[str]:
+    with LOG.open() as f:
+        f.seek(since)
+        return re.findall(r'"GET /v2/[^ ]+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" 200 ',
+                          f.read())         # served (an unauthenticated try is a 401)
+
+
+def test_diff_reads_the_two_configs_and_no_layer(pushed, tmp_path, monkeypatch, run_cli):
+    login(tmp_path, monkeypatch)
+    start = LOG.stat().st_size
+    code, out, err = run_cli(["diff", *pushed, "--json", "--cache-dir", tmp_path / "c"])
+    assert code == 0, err
+    answer = json.loads(out)
+    rows = {r["name"]: (r["a"], r["b"]) for r in answer["differ"]}
+    assert rows == {"torch": ("2.5.0a0+b465a5843b", "2.5.0a0+e000cf0ad9"),
+                    "cuda": ("12.6.1.006", "12.6.2.004"), "cudnn": ("9.4.0.58", "9.5.0.50"),
+                    "transformer_engine": ("1.10", "1.11"),
+                    "TORCH_NCCL_USE_COMM_NONBLOCKING": ("0", "1")}
+    assert sorted(blobs_fetched(start)) == sorted([answer["a"]["config"], answer["b"]["config"]])
+
+    again = LOG.stat().st_size          # configs are cached by digest: no blob at all
+    code, text, err = run_cli(["diff", *pushed, "--cache-dir", tmp_path / "c"])
+    assert code == 0, err
+    assert blobs_fetched(again) == []
+    assert "cudnn" in text and "9.4.0.58" in text and "nccl" not in text
+
+
+def test_a_refused_login_a_missing_login_a_missing_tag_and_a_down_registry_are_one_sentence(
+        pushed, tmp_path, monkeypatch, run_cli):
+    cache = ["--cache-dir", tmp_path / "c"]
+    login(tmp_path, monkeypatch, password="wrong")
+    code, _, err = run_cli(["diff", *pushed, *cache])
+    assert code == 2 and "refused the login" in err and "docker login" in err, err
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "nowhere"))
+    code, _, err = run_cli(["diff", *pushed, *cache])
+    assert code == 2 and "asks for a login and none is stored" in err, err
+    login(tmp_path, monkeypatch)
+    code, _, err = run_cli(["diff", pushed[0], f"{REPO}:99.99-py3", *cache])
+    assert code == 2 and "is not in 127.0.0.1:5000 (no such repository or tag)" in err, err
+    code, _, err = run_cli(["diff", pushed[0], "127.0.0.1:5999/x/y:1", *cache])
+    assert code == 2 and "cannot reach the registry 127.0.0.1:5999" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_multi_platform_tag_is_read_for_the_asked_platform(pushed, tmp_path, monkeypatch,
+                                                              run_cli):
+    login(tmp_path, monkeypatch)
+    auth = (USER, PASSWORD)
+    kind = "application/vnd.docker.distribution.manifest.v2+json"
+    got = requests.get(f"http://{REPO.replace(HOST, HOST + '/v2', 1)}/manifests/24.09-py3",
+                       headers={"Accept": kind}, auth=auth, timeout=10)
+    entry = {"mediaType": kind, "size": len(got.content),
+             "digest": got.headers["Docker-Content-Digest"]}
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+             "manifests": [dict(entry, platform={"os": "linux", "architecture": "arm64"}),
+                           dict(entry, platform={"os": "linux", "architecture": "amd64"})]}
+    put = requests.put(f"http://{REPO.replace(HOST, HOST + '/v2', 1)}/manifests/multi",
+                       data=json.dumps(index),
+                       headers={"Content-Type": index["mediaType"]}, auth=auth, timeout=10)
+    assert put.status_code == 201, put.text
+    code, out, err = run_cli(["diff", f"{REPO}:multi", pushed[1], "--json",
+                              "--cache-dir", tmp_path / "c"])
+    assert code == 0, err
+    assert {r["name"] for r in json.loads(out)["differ"]} >= {"torch", "cuda"}
+    code, _, err = run_cli(["diff", f"{REPO}:multi", pushed[1], "--platform", "linux/s390x",
+                            "--cache-dir", tmp_path / "c"])
+    assert code == 2 and "has no linux/s390x image (it has linux/amd64, linux/arm64)" in err, err
