@@ -111,3 +111,29 @@ def test_a_multi_platform_tag_is_read_for_the_asked_platform(pushed, tmp_path, m
     code, _, err = run_cli(["diff", f"{REPO}:multi", pushed[1], "--platform", "linux/s390x",
                             "--cache-dir", tmp_path / "c"])
     assert code == 2 and "has no linux/s390x image (it has linux/amd64, linux/arm64)" in err, err
+
+
+def test_refresh_reads_every_release_tag_into_the_overlay(pushed, tmp_path, monkeypatch,
+                                                          run_cli):
+    """releases --refresh: each YY.MM-py3 tag's config, no layer, into the overlay; a full
+    commit the catalog has stays where the config's short one is its prefix."""
+    login(tmp_path, monkeypatch)
+    start = LOG.stat().st_size
+    cache = ["--cache-dir", tmp_path / "c"]
+    code, out, err = run_cli(["releases", "--refresh", "--repository", REPO, "--json", *cache])
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(out)}
+    for name, env in (("24.09", ENV_A), ("24.10", ENV_B)):
+        row = rows[name]
+        assert (row["source"], row["image"]) == ("registry", f"{REPO}:{name}-py3")
+        assert (row["torch_version"], row["cuda"], row["cudnn"], row["nccl"],
+                row["transformer_engine"]) == (
+            env["PYTORCH_BUILD_VERSION"], env["CUDA_VERSION"], env["CUDNN_VERSION"],
+            env["NCCL_VERSION"], env["TRANSFORMER_ENGINE_VERSION"])
+    assert rows["24.09"]["torch_commit"].startswith("b465a5843b")
+    assert len(rows["24.09"]["torch_commit"]) == 40         # the catalog's full sha stays
+    assert rows["24.09"]["python"] == "3.10.12"             # configs do not say; kept
+    assert rows["24.01"]["source"] == "catalog"             # no such tag here: untouched
+    assert len(blobs_fetched(start)) == 2                   # the two configs, no layer
+    code, text, _ = run_cli(["releases", *cache])           # the overlay, and its columns
+    assert code == 0 and "cuDNN" in text and "9.5.0.50" in text

@@ -1,6 +1,7 @@
 """`releases` and `resolve`: the NGC release catalog."""
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -11,25 +12,37 @@ from ..vcs.history import History
 from .json_output import emit, json_option
 from .progress import say
 from ..question.options import default_cache, option
-from ..prebuilt.releases import Catalog
+from ..prebuilt.releases import Catalog, release_from_config
 from ..prebuilt.releases import containing as releases_containing
+
+NGC_REPOSITORY = "nvcr.io/nvidia/pytorch"
+RELEASE_TAG_RE = re.compile(r"^\d{2}\.\d{2}-py3$")
 
 
 @click.command(cls=RichCommand)
 @click.option("--containing", default=None, metavar="SHA",
               help="List the releases whose PyTorch commit contains SHA (needs the PyTorch "
                    "repository: --torch-repo).")
+@click.option("--refresh", is_flag=True,
+              help="Read every release tag's config from the registry first (no pull) and "
+                   "keep its facts in the local overlay: torch and its commit, CUDA, cuDNN, "
+                   "NCCL, cuBLAS, Triton, TE.")
+@click.option("--repository", default=NGC_REPOSITORY, show_default=True, metavar="REPO",
+              help="With --refresh: the repository whose YY.MM-py3 tags are the releases.")
 @option("torch_repo")
 @option("cache_dir")
 @json_option
-def releases(containing, torch_repo, cache_dir, as_json):
+def releases(containing, refresh, repository, torch_repo, cache_dir, as_json):
     """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
 
     Verification: V2 = two public copies agree, V1 = one, U = unverified, live = read
-    from the image with `resolve --image`. Releases that ship the same commit are marked.
+    from the image with `resolve --image`, registry = read from its config (--refresh).
+    Releases that ship the same commit are marked.
     """
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
+    if refresh:
+        _refresh(catalog, cache, repository)
     rows = []
     shipped: dict[str, str] = {}
     named = catalog.naming(containing) if containing else []
@@ -97,13 +110,33 @@ def resolve(release, image, cache_dir, as_json):
     return 0
 
 
+def _refresh(catalog: Catalog, cache, repository: str) -> None:
+    """Each YY.MM-py3 tag's config, read from the registry, into the overlay."""
+    from ..prebuilt.registry import Registry     # requests and oras: only when asked
+    registry = Registry(cache)
+    tags = sorted(t for t in registry.tags(repository) if RELEASE_TAG_RE.match(t))
+    if not tags:
+        raise UserError(f"{repository} has no release tags (YY.MM-py3)",
+                        hint="name the repository of the releases with --repository")
+    for tag in tags:
+        name = tag.removesuffix("-py3")
+        _, config = registry.config(f"{repository}:{tag}")
+        known = catalog.get(name) if name in catalog.names() else None
+        rel = release_from_config(name, f"{repository}:{tag}", config, known)
+        catalog.remember(rel)
+        say(f"{name}: torch {rel.torch_version or '?'}, CUDA {rel.cuda or '?'}, "
+            f"TE {rel.transformer_engine or '?'} (from the registry)")
+
+
 def _print_table(rows: list[dict], containing: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title="NGC PyTorch releases" + (f" containing {containing}" if containing
                                                    else ""))
-    for col in ["release", "torch", "commit", "CUDA", "TE", "Python", "note"] + \
-            (["contains"] if containing else []):
+    read = [k for k in ("cudnn", "nccl") if any(r.get(k) for r in rows)]    # --refresh's
+    for col in ["release", "torch", "commit", "CUDA", *({"cudnn": "cuDNN", "nccl": "NCCL"}[k]
+                                                        for k in read),
+                "TE", "Python", "note"] + (["contains"] if containing else []):
         table.add_column(col)
     # One width for the column: some releases are known by a short prefix only.
     width = min([len(r["torch_commit"]) for r in rows if r["torch_commit"]] + [12])
@@ -112,7 +145,7 @@ def _print_table(rows: list[dict], containing: str | None) -> None:
             else ""
         cells = [row["name"], f"{row['torch_version'] or '?'} [{row['torch_verified']}]",
                  row["torch_commit"][:width] or "?", f"{row['cuda'] or '?'} [{row['cuda_verified']}]",
-                 _te(row),
+                 *(row[k] or "?" for k in read), _te(row),
                  row["python"] or "?", note]
         if containing:
             cells.append(row["contains"])

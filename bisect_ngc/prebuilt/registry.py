@@ -73,6 +73,18 @@ class Registry:
         tmp.replace(cached)
         return digest, json.loads(body)
 
+    def tags(self, repository: str) -> list[str]:
+        """Every tag of a repository (the registry's pages followed)."""
+        ref = self.reference(f"{repository}:latest")
+        url, found = ref.tags_url(), list[str]()
+        while url:
+            answer = self._get(ref, url, repository)
+            found += answer.json().get("tags") or []
+            following = answer.links.get("next", {}).get("url", "")     # RFC 5988 Link
+            url = f"{ref.registry}{following}" if following.startswith("/") else \
+                following.split("://", 1)[-1] if following else ""
+        return found
+
     def _platform(self, index: dict[str, Any], image: str) -> str:
         want = self.platform
         for entry in index["manifests"]:

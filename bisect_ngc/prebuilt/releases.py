@@ -42,7 +42,11 @@ class Release:
     te_commit: str = ""            # TransformerEngine's commit, from its version's +hash
     python: str = ""
     ubuntu: str = ""
-    source: str = "catalog"        # catalog | live (read from the image)
+    source: str = "catalog"        # catalog | live (read from the image) | registry (its config)
+    cudnn: str = ""                # these four are read from the image's config (--refresh)
+    nccl: str = ""
+    cublas: str = ""
+    triton: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -200,6 +204,27 @@ def release_from_facts(image: str, facts: dict) -> Release:
         transformer_engine=facts.get("transformer_engine") or "",
         te_verified="live", te_commit=te_commit_of(facts.get("transformer_engine") or ""),
         python=facts.get("python", ""), source="live")
+
+
+def release_from_config(name: str, image: str, config: dict, known: Release | None = None
+                        ) -> Release:
+    """A release's facts as its image's config states them (`releases --refresh`), over what
+    the catalog knew: a full commit the catalog has stays where the config's short one is
+    its prefix; Python and Ubuntu, which configs do not state, stay."""
+    from .image_config import facts
+    found = facts(config)
+    value = lambda c: found[c].version if c in found else ""       # noqa: E731
+    torch, te = found.get("torch"), found.get("transformer_engine")
+    commit = torch.commit if torch else ""
+    if known and commit and known.torch_commit.startswith(commit):
+        commit = known.torch_commit
+    return Release(
+        name=name, image=image, torch_version=value("torch"), torch_commit=commit,
+        torch_verified="registry", cuda=value("cuda"), cuda_verified="registry",
+        transformer_engine=value("transformer_engine"), te_verified="registry",
+        te_commit=te.commit if te else "", python=known.python if known else "",
+        ubuntu=known.ubuntu if known else "", source="registry", cudnn=value("cudnn"),
+        nccl=value("nccl"), cublas=value("cublas"), triton=value("triton"))
 
 
 def te_commit_of(version: str) -> str:

@@ -23,8 +23,9 @@ def registry_up() -> bool:
         return False
 
 
-def push(client, tag: str, env: dict[str, str], labels: dict[str, str] | None = None) -> str:
-    """Build REPO:tag on one tiny layer with this environment and these labels, push it,
+def push(client, tag: str, env: dict[str, str], labels: dict[str, str] | None = None,
+         repo: str = REPO) -> str:
+    """Build repo:tag on one tiny layer with this environment and these labels, push it,
     and return its name."""
     tar = io.BytesIO()
     with tarfile.open(fileobj=tar, mode="w") as t:
@@ -35,12 +36,12 @@ def push(client, tag: str, env: dict[str, str], labels: dict[str, str] | None = 
     client.api.import_image_from_data(tar.getvalue(), repository="bisect-ngc-test/tiny", tag="1")
     lines = ["FROM bisect-ngc-test/tiny:1"] + [f"ENV {k}={v}" for k, v in env.items()] + \
         [f"LABEL {k}={v}" for k, v in (labels or {}).items()]
-    client.images.build(fileobj=io.BytesIO("\n".join(lines).encode()), tag=f"{REPO}:{tag}",
+    client.images.build(fileobj=io.BytesIO("\n".join(lines).encode()), tag=f"{repo}:{tag}",
                         rm=True)
-    out = client.images.push(REPO, tag=tag, auth_config={"username": USER, "password": PASSWORD})
+    out = client.images.push(repo, tag=tag, auth_config={"username": USER, "password": PASSWORD})
     if '"error"' in out:
         raise RuntimeError(out)
-    return f"{REPO}:{tag}"
+    return f"{repo}:{tag}"
 
 
 def login(docker_config: Path, password: str = PASSWORD) -> None:
