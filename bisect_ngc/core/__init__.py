@@ -3,7 +3,8 @@
 search (pure: verdicts in, next probes or an answer out), verdicts (what a backend saw ->
 a verdict), environments, keys, records and store (the state in SQLite), artifacts (built
 outputs), recipes (what a probe builds and tests), probes (the Backend protocol and its
-requests), inputs (what a bisection is run with), engine (the loop), verification and
-rerun (the answer run again before it is given).
+requests), inputs (what a bisection is run with and the release-mode interfaces it calls),
+judges (how probes become verdicts: pass/fail by default), engine (the loop), verification
+and rerun (the answer run again before it is given), host_gpu (this host's GPU).
 
 May import: vcs, and the pure leaves of other packages."""
