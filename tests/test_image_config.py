@@ -56,6 +56,10 @@ FORMS = [
     ("NVFUSER_BUILD_VERSION", "f73ff1bc6a", "nvfuser", ""),
     ("TORCHAO_BUILD_VERSION", "+git18278f9b", "torchao", "18278f9b"),
     ("CCCL_VERSION", "13.3.3.4.1", "cccl", ""),
+    # forms a review tried: upper-case hex, a date after '+', a trailing .nvYY.MM
+    ("PYTORCH_BUILD_VERSION", "2.5.0a0+B465A5843B", "torch", "b465a5843b"),
+    ("PYTORCH_BUILD_VERSION", "2.3.0+20240315", "torch", ""),
+    ("PYTORCH_BUILD_VERSION", "2.5.0a0+b465a5843b.nv24.09", "torch", "b465a5843b"),
 ]
 
 # 24.01's config as nvcr.io serves it (a subset, verbatim), and 25.10's.
@@ -158,3 +162,10 @@ def test_a_diff_is_empty_on_itself_and_swaps_its_columns_when_swapped(x, y):
     assert diff(a, a) == []
     assert [(r.name, r.b, r.a) for r in diff(b, a)] == [(r.name, r.a, r.b) for r in diff(a, b)]
     assert all(r.a != r.b for r in diff(a, b))
+
+
+def test_quotes_are_not_part_of_a_value_and_a_null_label_says_nothing():
+    found = facts({"config": {"Env": ['PYTORCH_BUILD_VERSION="2.5.0a0+b465a5843b"', "NOEQUALS"],
+                              "Labels": {"com.nvidia.cudnn.version": None}}})
+    assert found["torch"].version == "2.5.0a0+b465a5843b"
+    assert found["torch"].commit == "b465a5843b" and "cudnn" not in found

@@ -34,6 +34,8 @@ def pushed():
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
         pytest.skip(f"no Docker engine to build the test images ({exc}): scripts/docker-up.sh")
+    # a release whose config states less than the catalog knows (no commit, no TE)
+    push(client, "24.11-py3", {"PYTORCH_VERSION": "2.6.0a0", "CUDA_VERSION": "12.6.3.001"})
     return tuple(push(client, tag, env, {"com.nvidia.cudnn.version": env["CUDNN_VERSION"],
                                          "com.nvidia.cuda.version": "9.0"})
                  for tag, env in (("24.09-py3", ENV_A), ("24.10-py3", ENV_B)))
@@ -42,6 +44,30 @@ def pushed():
 def login(tmp_path, monkeypatch, password=PASSWORD):
     set_login(tmp_path / "docker", password)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+
+
+MANIFESTS = f"http://{HOST}/v2/{REPO.split('/', 1)[1]}/manifests"
+INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def manifest_entry(tag: str, os_name: str, arch: str) -> dict:
+    """An index's entry for REPO:tag's manifest, under the platform given."""
+    kind = "application/vnd.docker.distribution.manifest.v2+json"
+    got = requests.get(f"{MANIFESTS}/{tag}", headers={"Accept": kind},
+                       auth=(USER, PASSWORD), timeout=10)
+    return {"mediaType": kind, "size": len(got.content),
+            "digest": got.headers["Docker-Content-Digest"],
+            "platform": {"os": os_name, "architecture": arch}}
+
+
+def put_index(tag: str, entries: list[dict], kind: str = INDEX) -> dict:
+    """Push an index of these entries as REPO:tag; its own entry (for an index in it)."""
+    body = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": entries})
+    put = requests.put(f"{MANIFESTS}/{tag}", data=body, headers={"Content-Type": INDEX},
+                       auth=(USER, PASSWORD), timeout=10)
+    assert put.status_code == 201, put.text
+    return {"mediaType": kind, "size": len(body.encode()),
+            "digest": put.headers["Docker-Content-Digest"]}
 
 
 def blobs_fetched(since: int) -> list[str]:
@@ -91,19 +117,8 @@ def test_a_refused_login_a_missing_login_a_missing_tag_and_a_down_registry_are_o
 def test_a_multi_platform_tag_is_read_for_the_asked_platform(pushed, tmp_path, monkeypatch,
                                                               run_cli):
     login(tmp_path, monkeypatch)
-    auth = (USER, PASSWORD)
-    kind = "application/vnd.docker.distribution.manifest.v2+json"
-    got = requests.get(f"http://{REPO.replace(HOST, HOST + '/v2', 1)}/manifests/24.09-py3",
-                       headers={"Accept": kind}, auth=auth, timeout=10)
-    entry = {"mediaType": kind, "size": len(got.content),
-             "digest": got.headers["Docker-Content-Digest"]}
-    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-             "manifests": [dict(entry, platform={"os": "linux", "architecture": "arm64"}),
-                           dict(entry, platform={"os": "linux", "architecture": "amd64"})]}
-    put = requests.put(f"http://{REPO.replace(HOST, HOST + '/v2', 1)}/manifests/multi",
-                       data=json.dumps(index),
-                       headers={"Content-Type": index["mediaType"]}, auth=auth, timeout=10)
-    assert put.status_code == 201, put.text
+    put_index("multi", [manifest_entry("24.09-py3", "linux", "arm64"),
+                        manifest_entry("24.09-py3", "linux", "amd64")])
     code, out, err = run_cli(["diff", f"{REPO}:multi", pushed[1], "--json",
                               "--cache-dir", tmp_path / "c"])
     assert code == 0, err
@@ -125,7 +140,7 @@ def test_refresh_reads_every_release_tag_into_the_overlay(pushed, tmp_path, monk
     rows = {r["name"]: r for r in json.loads(out)}
     for name, env in (("24.09", ENV_A), ("24.10", ENV_B)):
         row = rows[name]
-        assert (row["source"], row["image"]) == ("registry", f"{REPO}:{name}-py3")
+        assert (row["source"], row["image"]) == ("registry", f"nvcr.io/nvidia/pytorch:{name}-py3")
         assert (row["torch_version"], row["cuda"], row["cudnn"], row["nccl"],
                 row["transformer_engine"]) == (
             env["PYTORCH_BUILD_VERSION"], env["CUDA_VERSION"], env["CUDNN_VERSION"],
@@ -134,6 +149,43 @@ def test_refresh_reads_every_release_tag_into_the_overlay(pushed, tmp_path, monk
     assert len(rows["24.09"]["torch_commit"]) == 40         # the catalog's full sha stays
     assert rows["24.09"]["python"] == "3.10.12"             # configs do not say; kept
     assert rows["24.01"]["source"] == "catalog"             # no such tag here: untouched
-    assert len(blobs_fetched(start)) == 2                   # the two configs, no layer
+    vague = rows["24.11"]                                   # says less: nothing is lost
+    assert (vague["cuda"], vague["torch_version"], vague["transformer_engine"]) == (
+        "12.6.3.001", "2.6.0a0+df5bbc09d1", "1.12")
+    assert vague["torch_commit"].startswith("df5bbc0")
+    assert len(blobs_fetched(start)) == 3                   # the three configs, no layer
     code, text, _ = run_cli(["releases", *cache])           # the overlay, and its columns
     assert code == 0 and "cuDNN" in text and "9.5.0.50" in text
+
+
+def test_a_bad_cache_file_is_read_again_and_a_nested_index_is_one_sentence(
+        pushed, tmp_path, monkeypatch, run_cli):
+    login(tmp_path, monkeypatch)
+    cache = ["--cache-dir", tmp_path / "c"]
+    code, out, _ = run_cli(["diff", *pushed, "--json", *cache])
+    digest = json.loads(out)["a"]["config"]
+    kept = tmp_path / "c" / "image-configs" / f"{digest.replace(':', '-')}.json"
+    kept.write_text('{"config": {"Env": ["CUDA_VERSION=99"]}}')      # not what the digest says
+    start = LOG.stat().st_size
+    code, out, err = run_cli(["diff", *pushed, "--json", *cache])
+    assert code == 0, err
+    assert {r["name"]: r["a"] for r in json.loads(out)["differ"]}["cuda"] == "12.6.1.006"
+    assert blobs_fetched(start) == [digest]              # read again, from the registry
+    kind = "application/vnd.oci.image.index.v1+json"
+    inner = put_index("inner", [manifest_entry("24.09-py3", "linux", "amd64")])
+    put_index("nested", [dict(inner, platform={"os": "linux", "architecture": "amd64"})], kind)
+    code, out, err = run_cli(["diff", f"{REPO}:nested", pushed[1], "--json", *cache])
+    assert code == 2 and "names no image config" in json.loads(out)["message"], out
+
+
+def test_a_tag_list_never_sends_the_login_to_another_host():
+    from types import SimpleNamespace
+
+    from bisect_ngc.errors import UserError
+    from bisect_ngc.prebuilt.registry import Registry
+    ref = SimpleNamespace(registry=HOST)
+    assert Registry._next_page(ref, "/v2/r/tags/list?last=x") == f"{HOST}/v2/r/tags/list?last=x"
+    assert Registry._next_page(ref, f"http://{HOST}/v2/r/tags/list?n=2") == \
+        f"{HOST}/v2/r/tags/list?n=2"
+    with pytest.raises(UserError, match="another host"):
+        Registry._next_page(ref, "http://127.0.0.1:5107/v2/r/tags/list")

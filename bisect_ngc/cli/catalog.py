@@ -123,6 +123,10 @@ def _refresh(catalog: Catalog, cache, repository: str) -> None:
         _, config = registry.config(f"{repository}:{tag}")
         known = catalog.get(name) if name in catalog.names() else None
         rel = release_from_config(name, f"{repository}:{tag}", config, known)
+        if known and known.torch_commit and rel.torch_commit and \
+                not known.torch_commit.startswith(rel.torch_commit[:7]):
+            say(f"{name}: the config names torch commit {rel.torch_commit[:12]}, the catalog "
+                f"had {known.torch_commit[:12]}; the config's is kept")
         catalog.remember(rel)
         say(f"{name}: torch {rel.torch_version or '?'}, CUDA {rel.cuda or '?'}, "
             f"TE {rel.transformer_engine or '?'} (from the registry)")

@@ -26,11 +26,10 @@ def diff(a, b, platform, cache_dir, as_json):
     KB, cached by digest): nothing is pulled. Logins are those of `docker login`.
     """
     from ..prebuilt.registry import Registry     # requests and oras: only for this command
-    os_name, _, arch = platform.partition("/")
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
     images = [catalog.get(x).image if RELEASE_RE.match(x) else x for x in (a, b)]
-    registry = Registry(cache, os_name, arch or "amd64")
+    registry = Registry(cache, platform)
     for image in images:                    # both named right before either is read
         registry.reference(image)
     (da, ca), (db, cb) = (registry.config(image) for image in images)

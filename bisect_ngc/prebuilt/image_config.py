@@ -50,7 +50,7 @@ DEFAULTS = ("TORCH_CUDA_ARCH_LIST", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_MO
             "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
             "CUDA_BINARY_LOADER_THREAD_COUNT", "NCCL_NET_PLUGIN", "PIP_CONSTRAINT")
 _KNOWN = {name for names in COMPONENTS.values() for name in names}
-_LOCAL_COMMIT = re.compile(r"(?:git)?([0-9a-f]{7,40})")
+_LOCAL_COMMIT = re.compile(r"(?:git)?([0-9a-fA-F]{7,40})")
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,13 @@ class Fact:
 
     @property
     def commit(self) -> str:
-        """The commit a version like 2.5.0a0+b465a5843b or 1.11.0+c27ee60 names, or ""."""
-        local = self.version.partition("+")[2]
+        """The commit a version like 2.5.0a0+b465a5843b, 1.11.0+c27ee60 or
+        3.4.0+gitc817b9b6 names (before any `.nv24.09`), or "". Digits alone are a date
+        or a build number, not a commit."""
+        local = self.version.partition("+")[2].split(".")[0]
         match = _LOCAL_COMMIT.fullmatch(local)
-        return match.group(1) if match else ""
+        sha = match.group(1).lower() if match else ""
+        return sha if re.search("[a-f]", sha) else ""
 
 
 @dataclass(frozen=True)
@@ -94,16 +97,16 @@ def facts(config: Mapping[str, Any]) -> dict[str, Fact]:
     found: dict[str, Fact] = {}
     for component, names in COMPONENTS.items():
         for name in names:
-            value = (env if name.isupper() else tags).get(name, "").strip()
+            value = _clean((env if name.isupper() else tags).get(name))
             if value:
                 kind = "env" if name.isupper() else "label"
                 found[component] = Fact(component, value, f"{kind} {name}")
                 break
     for name, value in sorted(env.items()):
-        if name.endswith("_VERSION") and name not in _KNOWN and value.strip():
+        if name.endswith("_VERSION") and name not in _KNOWN and _clean(value):
             stem = name.removesuffix("_VERSION").removesuffix("_BUILD")
             component = stem.lower().replace("_", "-")
-            found.setdefault(component, Fact(component, value.strip(), f"env {name}"))
+            found.setdefault(component, Fact(component, _clean(value), f"env {name}"))
     return found
 
 
@@ -119,3 +122,8 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Row]:
     rows += [Row(name, ea.get(name, ""), eb.get(name, ""), "default") for name in DEFAULTS
              if name in ea or name in eb]
     return [r for r in rows if r.a != r.b]
+
+
+def _clean(value: Any) -> str:
+    """A value as written, without the quotes a Dockerfile may have kept; None is ""."""
+    return str(value or "").strip().strip("'\"").strip()

@@ -7,6 +7,7 @@ user is `$oauthtoken`), or basic auth where the registry asks for it. Each confi
 by its digest, so only the manifest is read again."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json"))
 LOCAL_HOSTS = ("localhost", "127.0.0.1")
+TIMEOUT_S = 30         # a registry that stalls: one sentence, not a hang
 # registry host[:port] / path [:tag] [@digest]: the registry is named, as in a pull
 REFERENCE_RE = re.compile(r"^([a-z0-9.-]+(?::\d+)?)/[a-z0-9._-]+(?:/[a-z0-9._-]+)*"
                           r"(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
@@ -34,12 +36,16 @@ def docker_config() -> Path:
 
 
 class Registry:
-    """Reads image configs; one per command (it keeps each registry's login)."""
+    """Reads image configs; one per command (it keeps each repository's login)."""
 
-    def __init__(self, cache_dir: Path, os_name: str = "linux", arch: str = "amd64"):
+    def __init__(self, cache_dir: Path, platform: str = "linux/amd64"):
         self.cache = cache_dir / "image-configs"
-        self.platform = (os_name, arch)
-        self._clients: dict[str, Any] = {}
+        parts = platform.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise UserError(f"--platform {platform!r} is not OS/ARCH[/VARIANT]",
+                            hint="e.g. --platform linux/amd64 or linux/arm64/v8")
+        self.platform = platform
+        self._clients: dict[tuple[str, str], Any] = {}
 
     @staticmethod
     def reference(image: str) -> Any:
@@ -55,47 +61,84 @@ class Registry:
     def config(self, image: str) -> tuple[str, dict[str, Any]]:
         """The image's config digest and config, read without pulling a layer."""
         ref = self.reference(image)
-        manifest = self._get(ref, ref.manifest_url(), image, MANIFEST_TYPES).json()
+        manifest = self._json(ref, ref.manifest_url(), image, MANIFEST_TYPES)
         if "manifests" in manifest:          # a list or an index: this platform's manifest
             digest = self._platform(manifest, image)
-            manifest = self._get(ref, ref.manifest_url(digest), image, MANIFEST_TYPES).json()
-        digest = manifest["config"]["digest"]
+            manifest = self._json(ref, ref.manifest_url(digest), image, MANIFEST_TYPES)
+        digest = (manifest.get("config") or {}).get("digest", "")
+        if not isinstance(digest, str) or ":" not in digest:
+            raise UserError(f"{image} names no image config (an index in an index, or an "
+                            "artifact that is not an image)", hint="name an image's tag")
         cached = self.cache / f"{digest.replace(':', '-')}.json"
-        if cached.is_file():
-            return digest, json.loads(cached.read_text())
-        body = self._get(ref, ref.get_blob_url(digest), image).content
-        if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
-            raise UserError(f"the config of {image} does not match its digest {digest}",
-                            hint="the registry served something else; try again")
-        self.cache.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_bytes(body)
-        tmp.replace(cached)
-        return digest, json.loads(body)
+        body = cached.read_bytes() if cached.is_file() else b""
+        if not _matches(body, digest):       # not cached, or a file that went bad
+            body = self._get(ref, ref.get_blob_url(digest), image).content
+            if not _matches(body, digest):
+                raise UserError(f"the config of {image} does not match its digest {digest}",
+                                hint="the registry served something else; try again")
+            self.cache.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_bytes(body)
+            tmp.replace(cached)
+        config = _loads(body, image)
+        self._check_platform(config, image)
+        return digest, config
 
     def tags(self, repository: str) -> list[str]:
-        """Every tag of a repository (the registry's pages followed)."""
+        """Every tag of a repository (the registry's pages followed, on its own host)."""
         ref = self.reference(f"{repository}:latest")
-        url, found = ref.tags_url(), list[str]()
-        while url:
+        url, found, seen = ref.tags_url(), list[str](), set()
+        while url and url not in seen:
+            seen.add(url)
             answer = self._get(ref, url, repository)
-            found += answer.json().get("tags") or []
-            following = answer.links.get("next", {}).get("url", "")     # RFC 5988 Link
-            url = f"{ref.registry}{following}" if following.startswith("/") else \
-                following.split("://", 1)[-1] if following else ""
+            found += _loads(answer.content, repository).get("tags") or []
+            url = self._next_page(ref, answer.links.get("next", {}).get("url", ""))
         return found
 
+    @staticmethod
+    def _next_page(ref: Any, link: str) -> str:
+        """The next page's URL without its scheme, if the Link header names one on this
+        registry (the login is never sent to another host)."""
+        if not link:
+            return ""
+        if link.startswith("/"):
+            return f"{ref.registry}{link}"
+        where = link.split("://", 1)[-1]
+        if where.split("/", 1)[0] != ref.registry:
+            raise UserError(f"{ref.registry} pointed its tag list at another host ({link})",
+                            hint="the login is kept for its own registry; list the tags "
+                                 "there")
+        return where
+
     def _platform(self, index: dict[str, Any], image: str) -> str:
-        want = self.platform
-        for entry in index["manifests"]:
+        def name(entry: dict[str, Any]) -> str:
             p = entry.get("platform") or {}
-            if (p.get("os"), p.get("architecture")) == want:
-                return entry["digest"]
-        have = sorted(f"{(e.get('platform') or {}).get('os')}/"
-                      f"{(e.get('platform') or {}).get('architecture')}"
-                      for e in index["manifests"])
-        raise UserError(f"{image} has no {want[0]}/{want[1]} image (it has "
-                        f"{', '.join(have) or 'none'})", hint="name a tag built for it")
+            return "/".join(x for x in (p.get("os"), p.get("architecture"), p.get("variant"))
+                            if x) or "unnamed"
+        entries = [e for e in index.get("manifests") or [] if isinstance(e, dict)]
+        want = self.platform
+        exact = [e for e in entries if name(e) == want]
+        loose = [e for e in entries if want.count("/") == 1 and name(e).startswith(want + "/")]
+        chosen = next(iter(exact + loose), {})
+        if not chosen.get("digest"):
+            have = sorted({name(e) for e in entries})
+            raise UserError(f"{image} has no {want} image (it has "
+                            f"{', '.join(have) or 'none'})",
+                            hint="pass --platform with one of those, or name a tag built for "
+                                 "it")
+        return chosen["digest"]
+
+    def _check_platform(self, config: dict[str, Any], image: str) -> None:
+        """A single-platform tag for another platform says so, instead of answering."""
+        os_name, arch = config.get("os"), config.get("architecture")
+        wanted = self.platform.split("/")
+        if os_name and arch and [os_name, arch] != wanted[:2]:
+            raise UserError(f"{image} is a {os_name}/{arch} image, not {self.platform}",
+                            hint=f"pass --platform {os_name}/{arch} to read it")
+
+    def _json(self, ref: Any, url: str, image: str, accept: str | None = None
+              ) -> dict[str, Any]:
+        return _loads(self._get(ref, url, image, accept).content, image)
 
     def _get(self, ref: Any, url: str, image: str, accept: str | None = None
              ) -> requests.Response:
@@ -107,8 +150,9 @@ class Registry:
             response = type(client).do_request.__wrapped__(
                 client, f"{client.prefix}://{url}", "GET", headers=headers)
         except (requests.RequestException, ValueError) as exc:
-            raise UserError(f"could not read {image} from {ref.registry}: {exc}",
-                            hint="check the name and your login (docker login "
+            raise UserError(f"could not read {image} from {ref.registry}: "
+                            f"{type(exc).__name__}",
+                            hint="check the name, the network and your login (docker login "
                                  f"{ref.registry})") from None
         if response.status_code in (401, 403):
             raise UserError(f"{ref.registry} refused the login for {image} "
@@ -124,29 +168,53 @@ class Registry:
         return response
 
     def _client(self, ref: Any) -> Any:
-        host = ref.registry
-        if host not in self._clients:
+        """oras' client for this repository: token registries scope a token to one."""
+        key = (ref.registry, ref.api_prefix)
+        if key not in self._clients:
             import oras.provider
+            host = ref.registry
             insecure = host.split(":")[0] in LOCAL_HOSTS       # plain http on this machine
             scheme = self._scheme(host, insecure)
             client = oras.provider.Registry(host, insecure=insecure, auth_backend=scheme)
+            # every request of the client and of its login has a time limit
+            client.session.request = functools.partial(client.session.request,
+                                                       timeout=TIMEOUT_S)
             config = docker_config()
             client.auth.load_configs(ref, configs=[str(config)] if config.is_file() else [])
             if scheme == "basic" and not getattr(client.auth, "_basic_auth", None):
                 raise UserError(f"{host} asks for a login and none is stored",
                                 hint=f"log in with `docker login {host}`")
-            self._clients[host] = client
-        return self._clients[host]
+            self._clients[key] = client
+        return self._clients[key]
 
     @staticmethod
     def _scheme(host: str, insecure: bool) -> str:
         """basic or token: what the registry asks for at /v2/ (and whether it answers)."""
         url = f"{'http' if insecure else 'https'}://{host}/v2/"
         try:
-            answer = requests.get(url, timeout=15)
+            answer = requests.get(url, timeout=TIMEOUT_S)
         except requests.RequestException as exc:
             raise UserError(f"cannot reach the registry {host}: {type(exc).__name__}",
                             hint="check the name and the network (a proxy, a VPN); "
                                  "nothing was pulled") from None
         challenge = answer.headers.get("Www-Authenticate", "")
         return "basic" if challenge.lower().startswith("basic") else "token"
+
+
+def _matches(body: bytes, digest: str) -> bool:
+    algorithm, _, value = digest.partition(":")
+    if not body or algorithm not in ("sha256", "sha384", "sha512"):
+        return False
+    return hashlib.new(algorithm, body).hexdigest() == value
+
+
+def _loads(body: bytes, image: str) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise UserError(f"what the registry served for {image} is not JSON",
+                        hint="a proxy or a login page may stand in the way; check the "
+                             "network")
+    return value

@@ -11,7 +11,7 @@ import io
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
@@ -209,22 +209,27 @@ def release_from_facts(image: str, facts: dict) -> Release:
 def release_from_config(name: str, image: str, config: dict, known: Release | None = None
                         ) -> Release:
     """A release's facts as its image's config states them (`releases --refresh`), over what
-    the catalog knew: a full commit the catalog has stays where the config's short one is
-    its prefix; Python and Ubuntu, which configs do not state, stay."""
+    the catalog knew: what the config does not state stays (Python, Ubuntu, the release's
+    own image), and so does a full commit whose prefix the config names."""
     from .image_config import facts
     found = facts(config)
-    value = lambda c: found[c].version if c in found else ""       # noqa: E731
+    stated: dict[str, str] = {}
     torch, te = found.get("torch"), found.get("transformer_engine")
-    commit = torch.commit if torch else ""
-    if known and commit and known.torch_commit.startswith(commit):
-        commit = known.torch_commit
-    return Release(
-        name=name, image=image, torch_version=value("torch"), torch_commit=commit,
-        torch_verified="registry", cuda=value("cuda"), cuda_verified="registry",
-        transformer_engine=value("transformer_engine"), te_verified="registry",
-        te_commit=te.commit if te else "", python=known.python if known else "",
-        ubuntu=known.ubuntu if known else "", source="registry", cudnn=value("cudnn"),
-        nccl=value("nccl"), cublas=value("cublas"), triton=value("triton"))
+    base = known or Release(name=name, image=image)
+    vague = torch and not torch.commit and base.torch_version.startswith(torch.version)
+    if torch and not vague:      # a version without its commit adds nothing to the catalog's
+        keep = base.torch_commit and torch.commit and base.torch_commit.startswith(torch.commit)
+        stated.update(torch_version=torch.version, torch_verified="registry",
+                      torch_commit=base.torch_commit if keep else torch.commit)
+    if te:
+        stated.update(transformer_engine=te.version, te_verified="registry",
+                      te_commit=te.commit or (base.te_commit if te.version ==
+                                              base.transformer_engine else ""))
+    if "cuda" in found:
+        stated.update(cuda=found["cuda"].version, cuda_verified="registry")
+    stated.update({k: found[k].version for k in ("cudnn", "nccl", "cublas", "triton")
+                   if k in found})
+    return replace(base, source="registry", **stated)
 
 
 def te_commit_of(version: str) -> str:
