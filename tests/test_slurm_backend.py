@@ -120,10 +120,12 @@ def test_a_probe_cancelled_by_hand_is_retried(tmp_path, capsys):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     end = time.monotonic() + 90
+    mine = digest(str((tmp_path / "st").resolve()))[:6]   # this state's jobs, not a leftover
     while victim is None and time.monotonic() < end:
         out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%j"],
                              capture_output=True, text=True).stdout
-        running = [line.split("|")[0] for line in out.splitlines() if "bisect-ngc-test" in line]
+        running = [line.split("|")[0] for line in out.splitlines()
+                   if "|bisect-ngc-test-" in line and line.endswith(f"-{mine}")]
         if running:
             victim = running[0]
             subprocess.run(["scancel", victim], check=True)
