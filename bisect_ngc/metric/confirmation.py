@@ -35,12 +35,14 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
     a, b = ([v for r, v in side if r in common] for side in runs)
     ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
     sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
-    delta, low, high, p = seq.shifted(a, b, s, dof, rule.p)
+    # the two-sided 1 - 2p interval: its bound on the endpoints' side is the one-sided
+    # test's, so "differ" and an interval clear of 0 are one statement
+    delta, low, high, p = seq.shifted(a, b, s, dof, 2 * rule.p)
     base = statistics.median(numbers(samples[lo], common))
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
     call = "differ" if one_sided <= rule.p else "unknown"
-    return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - rule.p),
+    return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - 2 * rule.p),
                       len(a), len(b))
 
 
