@@ -4,13 +4,14 @@
 #       bash benchmarks/metric_gpu.sh found|null [N]
 # found: a generated history of N commits (default 8) where the commit at N/2 makes the step
 # slower for a real reason: CHANGE=ffn (default) a 3% larger expert FFN, --ffn-hidden-size
-# 2048 -> 2112 (about 2.25% slower); CHANGE=math the attention on PyTorch's math backend
+# 2048 -> ${FFN:-2112} (2112: about 2.25% slower; FFN=2128: about 2.8%); CHANGE=math the attention on PyTorch's math backend
 # (about twice as slow). null: no commit changes anything. Writes the bisect JSON, the report and the session's state under
 # ${OUT:-benchmarks/results}. LIMIT stops the bisection after that many seconds (the device's
 # calls are capped); the same command with RESUME=<a state it wrote> goes on from there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:?found or null}; N=${2:-8}
+[[ ${FFN:-2112} =~ ^[0-9]+$ ]] || { echo "FFN must be a whole number" >&2; exit 2; }
 DEST=${OUT:-benchmarks/results}; mkdir -p "$DEST"
 if [ -d .whl ]; then     # the device has no gitpython or docker SDK: carried wheels
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit
@@ -27,7 +28,7 @@ print(make_repo(Path('$WORK/repo'), $N, $TRANSITION)[min($TRANSITION, $N - 1)])"
 if [ "${CHANGE:-ffn}" = math ]; then
   TEST='B=default; [ "$(cat behaviour)" = new ] && B=math; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --attention-backend $B'
 else
-  TEST='F=2048; [ "$(cat behaviour)" = new ] && F=2112; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --ffn-hidden-size $F'
+  TEST='F=2048; [ "$(cat behaviour)" = new ] && F='"${FFN:-2112}"'; python3 -m repro --measure --seq-length 2048 --micro-batch-size 2 --ffn-hidden-size $F'
 fi
 t0=$(date +%s)
 (cd "$WORK/repo" && timeout -s INT "${LIMIT:-0}" python3 -m bisect_ngc bisect --repo . --old "main~$((N - 1))" --new main \
