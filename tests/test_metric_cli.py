@@ -50,6 +50,7 @@ def test_a_fifteen_percent_slowdown_is_found_under_natural_noise(tmp_path, run_c
     assert result["first_new"] == shas[13] and result["last_old"] == shas[12]
     m = result["metric"]
     assert m["culprit"]["worse"] and m["culprit"]["call"] == "differ"
+    assert m["endpoints"]["call"] == "differ"      # as decided, whatever the runs since
     assert 0.02 < m["culprit"]["change"] < 0.5 and m["culprit"]["low"] > 0    # 15% more work
     store = Store(tmp_path / "state")
     probes = store.probes(result["session"])

@@ -145,10 +145,11 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     standard errors of the difference); like neither when eight or more runs differ from
     both sides at p / 100 and lie a quarter of the shift or more from each (a finding, so
     it needs more than a decision); unknown while neither holds. All three samples on one
-    scale (see judge); `st`: the machine's two states, if it has them (see seq.states)."""
+    scale (see judge); `st`: the machine's two states, if it has them (see seq.states),
+    and then `old` and `new` already folded (`corrected`: folding twice can move a whole
+    side down a gap)."""
     if not x or not old or not new:
         return Call.UNKNOWN
-    old, new = seq.fold(old, st), seq.fold(new, st)
     lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]
     s = st.sigma if st else seq.noise([old, new, x])
     def llr(a: float, b: float) -> float:        # b over a, summed over the runs

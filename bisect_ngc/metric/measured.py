@@ -192,8 +192,9 @@ class MetricJudge:
                 if d is None:
                     continue
                 s = d.shift
-                out[key] = {"change": s.change, "low": s.low, "high": s.high,
-                            "confidence": s.confidence, "p": d.p, "call": d.call,
+                call = j.difference.call if key == "endpoints" and j.difference else d.call
+                out[key] = {"change": s.change, "low": s.low, "high": s.high,    # the call
+                            "confidence": s.confidence, "p": d.p, "call": call,  # as made
                             "worse": (s.change > 0) == rule.lower_is_better}
         if len(self.changes) > 1 and "endpoints" in out:
             total = out["endpoints"]["change"]
