@@ -163,7 +163,7 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     mine = seq.fold(x, st)           # at the commit's own most likely level
     mid = seq.trimmed(mine)[0]
 
-    def near(side: list[float], loc: float) -> bool:
+    def near(side: Sequence[float], loc: float) -> bool:
         if st:          # that side's level explains the runs about as well as any level
             return seq.far_from(x, loc, st) < seq.wald(rule.p)
         error = 3 * 1.25 * s * (1 / len(x) + 1 / len(side)) ** 0.5
