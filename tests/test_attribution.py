@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from bisect_ngc.attribution.search import Attribution, Side, Swap, minimal_set, next_swaps
 
 
-def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3):
+def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3, suspects=()):
     """Drive next_swaps to the end: `behaves_b(S)` says whether A with B's S behaves like
     B; B with A's S behaves like A when A's versions of S undo it; a swap that includes
     an unloadable component cannot run. Counts the search's swaps, not the fresh ones
@@ -18,7 +18,7 @@ def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3):
     seen: dict[Swap, Side] = {}
     probes = 0
     while True:
-        step = next_swaps(names, seen, verify=verify)
+        step = next_swaps(names, seen, verify=verify, suspects=suspects)
         if isinstance(step, Attribution):
             return step, probes, seen
         for swap in step:
@@ -137,6 +137,30 @@ def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
     answer, probes, _ = run(names, lambda s: need <= s)
     assert set(answer.culprits) == need
     assert probes <= len(need) * (math.ceil(math.log2(len(names))) + 1) + 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMPONENTS, st.integers(1, 3), st.data())
+def test_suspects_change_the_cost_never_the_answer(names, k, data):
+    """Whatever the suspects (right, wrong, partly right), the same culprits are named;
+    when they hold every culprit, the search costs what a search of the suspects alone
+    costs, plus the one swap that tries them."""
+    need = set(data.draw(st.lists(st.sampled_from(names), min_size=min(k, len(names)),
+                                  max_size=min(k, len(names)), unique=True)))
+    suspects = data.draw(st.lists(st.sampled_from(names), max_size=8, unique=True))
+    answer, probes, _ = run(names, lambda s: need <= s, suspects=suspects)
+    assert answer.status == "found" and set(answer.culprits) == need
+    if need <= set(suspects):
+        bound = len(need) * (math.ceil(math.log2(max(2, len(suspects)))) + 1) + 3
+        assert probes <= bound
+
+
+def test_a_culprit_among_few_suspects_of_many_components_takes_few_swaps():
+    names = [f"c{k:03d}" for k in range(300)]
+    plain = run(names, lambda s: "c123" in s)
+    led = run(names, lambda s: "c123" in s, suspects=["c007", "c123", "c250"])
+    assert plain[0].culprits == led[0].culprits == ("c123",)
+    assert led[1] <= 5 < plain[1]
 
 
 # --- skips and flakes: never a verdict, never a wrong name (issue 30) -----------------

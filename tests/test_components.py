@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason
 
 PACKAGES = ("alpha", "beta", "gamma", "delta", "epsilon")
 LIB_C = "int bisect_demo(void) { return %d; }\n"
+NCCL_C = "int ncclMinor(void) { return %d; }\n"      # NCCL_VERSION in the config moves too
 
 
 def wheel(out: Path, name: str, version: str, files: dict[str, str]) -> Path:
@@ -43,14 +44,19 @@ def build_image(side: str, tmp: Path) -> None:
         wheel(wheels, "zeta", "1.0", {"zeta/__init__.py": "x = 1\n"})
     minor = 0 if side == "a" else 1
     (wheels / "demo.c").write_text(LIB_C % (41 if side == "a" else 42))
+    (wheels / "nccl.c").write_text(NCCL_C % (21 if side == "a" else 23))
+    nccl = "2.21.5" if side == "a" else "2.23.4"
     script = ("set -e; pip install -q --no-deps --no-index --break-system-packages /w/*.whl; "
               f"gcc -shared -fPIC -Wl,-soname,libbisectdemo.so.1 -o "
               f"/usr/local/lib/libbisectdemo.so.1.{minor} /w/demo.c; "
-              f"ln -sf libbisectdemo.so.1.{minor} /usr/local/lib/libbisectdemo.so.1; ldconfig")
+              f"ln -sf libbisectdemo.so.1.{minor} /usr/local/lib/libbisectdemo.so.1; "
+              f"gcc -shared -fPIC -Wl,-soname,libnccl.so.2 -o /usr/local/lib/libnccl.so.{nccl} "
+              f"/w/nccl.c; ln -sf libnccl.so.{nccl} /usr/local/lib/libnccl.so.2; ldconfig")
     commit_image(IMAGE, script, "bisect-ngc-test/components", side,
                  volumes=[f"{wheels}:/w:ro"],
                  changes=[f"ENV DEMO_MODE={'old' if side == 'a' else 'new'}",
-                          f"ENV DEMO_THREADS={'4' if side == 'a' else '8'}"])
+                          f"ENV DEMO_THREADS={'4' if side == 'a' else '8'}",
+                          f"ENV NCCL_VERSION={nccl}"])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +84,11 @@ def test_the_inventory_reads_ngc_layout_and_the_diff(pair, tmp_path, run_cli):
                                'sys.exit(gamma.behaviour != \'a\')"')
     units = {c["unit"]: (c["in_a"], c["in_b"]) for c in res["components"]}
     assert {f"py:{p}" for p in PACKAGES} | {"py:torch", "py:zeta", "lib:libbisectdemo",
+                                             "lib:libnccl", "env:NCCL_VERSION",
                                              "env:DEMO_MODE", "env:DEMO_THREADS"} == set(units)
+    assert {"name": "nccl", "a": "2.21.5", "b": "2.23.4", "kind": "component"} in \
+        res["config_diff"]
+    assert res["suspects"] == ["lib:libnccl", "env:NCCL_VERSION"]  # what the configs say moved
     assert units["py:torch"] == ("2.5.0a0+aaaaaaaaaa", "2.5.0a0+bbbbbbbbbb")
     assert units["lib:libbisectdemo"] == ("libbisectdemo.so.1.0", "libbisectdemo.so.1.1")
     assert units["py:zeta"] == ("1.0", None) and "py:zeta" in res["unswappable"]
@@ -380,3 +390,24 @@ def test_swap_containers_a_killed_run_left_are_removed_and_live_ones_kept(monkey
             left.remove(force=True)
         except Exception:  # noqa: BLE001 - removed by the sweep, as it should be
             pass
+
+
+def test_a_symptom_leads_the_search_to_what_moved_and_it_costs_fewer_swaps(pair, tmp_path,
+                                                                         run_cli):
+    """NCCL's version moved in the configs: a hang's usual suspect is swapped first (after
+    the swap of everything), A with B's NCCL alone turns it, and the search stays among
+    NCCL's two units: 4 swaps where 12 units would cost about 6."""
+    test = ('python3 -c "import ctypes, sys; '
+            'sys.exit(ctypes.CDLL(\'libnccl.so.2\').ncclMinor() != 21)"')
+    argv = ["components", "--from", pair[0], "--to", pair[1], "--test", test, "--json"]
+    code, out, err = run_cli(argv + ["--symptom", "hang", "--cache-dir", tmp_path / "led"])
+    led = json.loads(out)
+    assert code == 0, err
+    assert led["attribution"]["culprits"] == ["lib:libnccl"]
+    assert led["swaps"][1]["components"] == ["env:NCCL_VERSION", "lib:libnccl"]
+    assert swaps(led) <= 4
+    code, out, err = run_cli(argv + ["--symptom", "numerics", "--cache-dir", tmp_path / "x"])
+    other = json.loads(out)      # no numerics suspect moved: NCCL's units still lead
+    assert code == 0 and other["suspects"] == led["suspects"]
+    code, out, err = run_cli(argv + ["--symptom", "sleepy", "--cache-dir", tmp_path / "y"])
+    assert code == 2 and "sleepy" in err

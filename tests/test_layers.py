@@ -69,7 +69,7 @@ ALLOWED = {
     "core": {"vcs"},
     "companions": {"core", "vcs"},
     "prebuilt": {"core", "vcs"},
-    "attribution": {"core"},
+    "attribution": {"core", "prebuilt"},
     "metric": {"core"},
     "report": {"core"},
     "backends": {"core", "vcs", "companions", "prebuilt", "attribution"},

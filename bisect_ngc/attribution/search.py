@@ -77,11 +77,15 @@ class Unknown(Exception):
 
 
 def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side], *, verify: int = 3,
-               unswappable: Sequence[str] = ()) -> list[Swap] | Attribution:
+               unswappable: Sequence[str] = (), suspects: Sequence[str] = ()
+               ) -> list[Swap] | Attribution:
     """The next swap to run, or the answer. `verify`: fresh runs behind each confirmation
     (0: the search's own swaps confirm); `unswappable`: differing components no swap can
-    put into A, which keep "not in these components" from being said."""
-    names = sorted(set(components))
+    put into A, which keep "not in these components" from being said; `suspects`: the
+    components to try first (attribution.suspects): when B's suspects alone turn A, the
+    culprits are sought among them only (their own answer is still confirmed as any)."""
+    names = [c for c in dict.fromkeys(suspects) if c in set(components)]
+    names += sorted(set(components) - set(names))
     if not names:
         if unswappable:
             return Attribution("unresolved", explanation=_cannot(unswappable))
@@ -94,13 +98,15 @@ def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side], *, verify: 
         return seen[swap]
 
     try:
-        return _attribute(names, ask, seen, verify, sorted(unswappable))
+        return _attribute(names, ask, seen, verify, sorted(unswappable),
+                          len([c for c in dict.fromkeys(suspects) if c in names]))
     except _Need as need:
         return [need.swap]
 
 
 def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
-               verify: int, unswappable: list[str]) -> Attribution:
+               verify: int, unswappable: list[str], lead: int = 0) -> Attribution:
+    suspects = names[:lead]
     everything = ask(Swap.of("a", names))
     left_out: list[str] = []
     while everything is Side.SKIP and names:
@@ -115,6 +121,9 @@ def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap
         everything = Side.B       # its fresh runs overrule the one that said A
     if everything is not Side.B:
         return _not_in(names, ask, seen, verify, outside)
+    suspects = [n for n in suspects if n in names]
+    if 0 < len(suspects) < len(names) and ask(Swap.of("a", suspects)) is Side.B:
+        names = suspects
     try:
         culprits = sorted(minimal_set(names, lambda subset: _turns(ask(Swap.of("a", subset)))))
     except Unknown as unknown:

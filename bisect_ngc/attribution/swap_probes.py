@@ -16,6 +16,8 @@ from .components import (Component, Evidence, cannot_swap, diff, env_of,
                          extraction_plan, layout, safe)
 from ..errors import UserError
 from .swap_log import SwapLog
+from .suspects import suspects
+from ..prebuilt.image_config import Row, diff as config_rows
 
 
 class Attributor:
@@ -24,10 +26,10 @@ class Attributor:
 
     def __init__(self, a: str, b: str, test: str, work: Path, engine: Containers,
                  say: Callable[[str], None], evidence: Evidence = Evidence(),
-                 test_identity: Any = None):
+                 test_identity: Any = None, symptom: str | None = None):
         self.images = {"a": a, "b": b}
         self.test, self.work, self.engine, self.say = test, work, engine, say
-        self.evidence = evidence
+        self.evidence, self.symptom = evidence, symptom
         self.digests = {side: engine.digest(image) for side, image in self.images.items()}
         # Outcomes are shared only under the same images, test (with the content of the
         # scripts it names) and runs per swap; rows of an earlier version never match.
@@ -117,6 +119,10 @@ class Attributor:
         out["unswappable"] = {c.unit: why for c in comps
                               if (why := cannot_swap(c, "a", *pythons))}
         units = [u for u in by_unit if u not in out["unswappable"]]
+        moved = config_diff(*(inv[side]["env"] for side in ("a", "b")))
+        out["config_diff"] = [r.__dict__ for r in moved]
+        out["suspects"] = suspects(units, {r.name for r in moved if r.kind == "component"},
+                                   self.symptom)[0]
         extracted = {side: self.extract(side, inv[side], units) for side in ("a", "b")}
         stored = {_swap_of(k): v for k, v in self.log.outcomes().items()
                   if not k.startswith("plain:")}
@@ -124,7 +130,8 @@ class Attributor:
         seen = {s: Side(side) for s, (side, _) in stored.items() if s.components <= set(units)}
         whys = {s: why for s, (_, why) in stored.items()}
         while isinstance(step := next_swaps(units, seen, verify=self.evidence.verify,
-                                            unswappable=sorted(out["unswappable"])), list):
+                                            unswappable=sorted(out["unswappable"]),
+                                            suspects=out["suspects"]), list):
             for swap in step:
                 side, whys[swap] = self._swap(swap, [by_unit[u] for u in sorted(swap.components)],
                                               inv, extracted, plain)
@@ -163,6 +170,14 @@ class Attributor:
         self.say(f"  {label} ({', '.join(c.unit for c in comps)}): {verdict}, like "
                  f"{side.value.upper() if side is not Side.SKIP else 'neither'}")
         return side, ""
+
+
+def config_diff(env_a: dict[str, str], env_b: dict[str, str]) -> list[Row]:
+    """What the two images' configs say moved (their environments' *_VERSION variables
+    and behaviour defaults), read from the configs the inventories hold."""
+    def config(env: dict[str, str]) -> dict[str, Any]:
+        return {"config": {"Env": [f"{k}={v}" for k, v in env.items()]}}
+    return config_rows(config(env_a), config(env_b))
 
 
 def _run_env(number: int) -> dict[str, str]:

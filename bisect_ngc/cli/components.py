@@ -5,6 +5,7 @@ import click
 
 from ..attribution.components import Evidence
 from .help_sections import RichCommand
+from ..attribution.suspects import SYMPTOMS
 from ..attribution.swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from .json_output import emit, json_option
@@ -36,12 +37,18 @@ def _image(catalog: Catalog, spec: str) -> str:
 @click.option("--only", metavar="UNIT", multiple=True,
               help="Search only these differing components (repeat it), named as the table "
                    "names them: py:NAME, lib:NAME or env:NAME.")
+@click.option("--symptom", type=click.Choice(sorted(SYMPTOMS)), metavar="SYMPTOM",
+              help="What goes wrong (" + ", ".join(sorted(SYMPTOMS)) + "), so that its "
+                   "usual causes are swapped first among the components the images' configs "
+                   "show moved (hang: NCCL and its network stack; numerics: cuBLAS, cuDNN, "
+                   "TE, Triton). It orders the search; it never leaves a component out.")
 @option("repeat", help="Test runs per swap and per image as it is, for flaky tests.")
 @option("repeat_policy")
 @option("verify")
 @option("cache_dir")
 @json_option
-def components(from_, to, test, only, repeat, repeat_policy, verify, cache_dir, as_json):
+def components(from_, to, test, only, symptom, repeat, repeat_policy, verify, cache_dir,
+               as_json):
     """Which part of the container makes image B behave unlike image A.
 
     Inventories both images (Python distributions with their files, shared libraries in
@@ -63,7 +70,7 @@ def components(from_, to, test, only, repeat, repeat_policy, verify, cache_dir, 
     from ..backends.docker.engine import DockerContainers      # the SDK only where it is used
     evidence = Evidence(repeat, RepeatPolicy(repeat_policy), verify)
     result = Attributor(images[0], images[1], test, cache / "components", DockerContainers(),
-                        say, evidence, test_identity(test)).run(only)
+                        say, evidence, test_identity(test), symptom).run(only)
     answer = result["attribution"]
     if as_json:
         emit(dict(result, attribution=dict(status=answer.status, culprits=list(answer.culprits),
@@ -77,6 +84,10 @@ def components(from_, to, test, only, repeat, repeat_policy, verify, cache_dir, 
             mark = "  <- culprit" if c["unit"] in culprits else \
                 "  (no swap: it is not in B)" if c["unit"] in cannot else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
+        for row in result.get("config_diff", ()):
+            click.echo(f"  config: {row['name']:<24} {row['a'] or '-':<24} {row['b'] or '-'}")
+        if result.get("suspects"):
+            click.echo(f"suspected first: {', '.join(result['suspects'])}")
         click.echo(f"{answer.status}: {answer.explanation}.")
         click.echo(f"{len(result['swaps'])} swap(s) searched, {len(result['checks'])} fresh "
                    f"swap(s) checked the answer (--verify {verify}).")
