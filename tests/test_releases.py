@@ -252,9 +252,10 @@ def test_plan_shows_the_images_first_then_builds_in_the_narrowed_release(fake_to
 
 def test_transformer_engine_commit_from_its_version_and_in_the_listings(tmp_path, monkeypatch,
                                                                        run_cli):
-    from bisect_ngc.prebuilt.releases import release_from_facts, te_commit_of
-    assert te_commit_of("1.11.0+c27ee60") == "c27ee60"
-    assert te_commit_of("2.0.0") == "" and te_commit_of("1.6.0+cuda12") == ""
+    from bisect_ngc.prebuilt.releases import release_from_facts
+    from bisect_ngc.prebuilt.image_config import commit_in
+    assert commit_in("1.11.0+c27ee60") == "c27ee60"
+    assert commit_in("2.0.0") == "" and commit_in("1.6.0+cuda12") == ""
     rel = release_from_facts("nvcr.io/nvidia/pytorch:24.10-py3", {
         "torch_version": "2.5.0a0+e000cf0ad9", "torch_git_version": "e000cf0ad9",
         "transformer_engine": "1.11.0+c27ee60", "python": "3.10.12"})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import UserError
+from .image_config import commit_in
 
 RELEASE_RE = re.compile(r"^\d{2}\.\d{2}$")
 NGC_IMAGE_RE = re.compile(r"^nvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3$")
@@ -202,7 +203,7 @@ def release_from_facts(image: str, facts: dict) -> Release:
         torch_version=facts["torch_version"], torch_commit=reported_commit(facts) or "",
         torch_verified="live", cuda=facts.get("cuda") or "", cuda_verified="live",
         transformer_engine=facts.get("transformer_engine") or "",
-        te_verified="live", te_commit=te_commit_of(facts.get("transformer_engine") or ""),
+        te_verified="live", te_commit=commit_in(facts.get("transformer_engine") or ""),
         python=facts.get("python", ""), source="live")
 
 
@@ -230,13 +231,6 @@ def release_from_config(name: str, image: str, config: dict, known: Release | No
     stated.update({k: found[k].version for k in ("cudnn", "nccl", "cublas", "triton")
                    if k in found})
     return replace(base, source="registry", **stated)
-
-
-def te_commit_of(version: str) -> str:
-    """The commit in a TransformerEngine version like 1.11.0+c27ee60 (NGC's builds carry
-    it after the '+'), or "" when it names none."""
-    local = version.partition("+")[2]
-    return local if re.fullmatch(r"[0-9a-f]{7,40}", local) else ""
 
 
 def containing(history, sha: str, catalog: Catalog) -> list[dict[str, str]]:

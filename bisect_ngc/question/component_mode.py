@@ -9,7 +9,6 @@ tag `v{version}`. Pure, but for `read_version`, which the caller supplies.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Callable
 
@@ -18,6 +17,7 @@ from ..companions.specs import (ALIASES, PRESETS, WHEEL_BUILD, Companion, Instal
 from ..errors import UserError
 from ..prebuilt.overlay import PRESETS as OVERLAY_PRESETS
 from ..core.recipes import Recipe
+from ..prebuilt.image_config import commit_in
 from ..prebuilt.releases import IMAGE_RE, RELEASE_RE, Catalog, Endpoint
 
 # (image, distribution) -> its version there, or None where it is not installed
@@ -47,9 +47,7 @@ def component_of(name: str, repo: str | None, max_jobs: int | None) -> Companion
 def commit_of_version(version: str, tag: str = "v{version}") -> str:
     """The revision a version names: its local part's hash (`+c27ee60`, `+gc27ee60`),
     else `tag` with the public version put in (`v{version}`, `release_v{version}`)."""
-    public, _, local = version.partition("+")
-    found = re.fullmatch(r"g?([0-9a-f]{7,40})", local.split(".")[0])
-    return found.group(1) if found else tag.replace("{version}", public)
+    return commit_in(version) or tag.replace("{version}", version.partition("+")[0])
 
 
 def endpoint(c: Companion, catalog: Catalog, spec: str, read_version: VersionReader,
