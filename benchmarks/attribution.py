@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.attribution.search import Attribution, Side, Swap, next_swaps  # noqa: E402
 
 
-def swaps_needed(names: list[str], culprits: set[str]) -> int:
+def swaps_needed(names: list[str], culprits: set[str], suspects: list[str] = ()) -> int:
     seen: dict[Swap, Side] = {}
-    while not isinstance(step := next_swaps(names, seen), Attribution):
+    while not isinstance(step := next_swaps(names, seen, suspects=suspects), Attribution):
         for swap in step:
             rest = set(names) - swap.components
             turned = culprits <= (swap.components if swap.into == "a" else rest)
@@ -38,15 +38,28 @@ def swaps_needed(names: list[str], culprits: set[str]) -> int:
 
 
 def simulate(sizes: list[int]) -> None:
+    """Swaps per answer; "led": the culprits among 4 suspects (what the configs show
+    moved, attribution.suspects), "misled": 4 suspects, none of them a culprit."""
     rng = random.Random(1)
-    print("| components | culprits | swaps: median | max | 2⌈log2 n⌉ + 2 |\n|---:|---:|---:|---:|---:|")
+    print("| components | culprits | swaps: median | max | 2⌈log2 n⌉ + 2 | led: median | "
+          "misled: median |\n|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         names = [f"py:pkg{k:03d}" for k in range(n)]
-        one = [swaps_needed(names, {c}) for c in names]
-        two = [swaps_needed(names, set(rng.sample(names, 2))) for _ in range(200)]
-        bound = 2 * math.ceil(math.log2(n)) + 2
-        for k, counts in ((1, one), (2, two)):
-            print(f"| {n} | {k} | {statistics.median(counts):g} | {max(counts)} | {bound} |")
+        for k in (1, 2):
+            sets = [{c} for c in names] if k == 1 else \
+                [set(rng.sample(names, 2)) for _ in range(200)]
+            counts, led, misled = [], [], []
+            for culprits in sets:
+                others = [c for c in names if c not in culprits]
+                counts.append(swaps_needed(names, culprits))
+                if n > 4 + k:
+                    led.append(swaps_needed(names, culprits, sorted(culprits) + rng.sample(
+                        others, 4 - k)))
+                    misled.append(swaps_needed(names, culprits, rng.sample(others, 4)))
+            bound = 2 * math.ceil(math.log2(n)) + 2
+            med = lambda xs: f"{statistics.median(xs):g}" if xs else "-"     # noqa: E731
+            print(f"| {n} | {k} | {med(counts)} | {max(counts)} | {bound} | {med(led)} | "
+                  f"{med(misled)} |")
 
 
 def docker_images(n: int, tmp: Path) -> tuple[str, str]:
