@@ -142,7 +142,8 @@ def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
 @settings(max_examples=200, deadline=None)
 @given(COMPONENTS, st.integers(1, 3), st.data())
 def test_suspects_change_the_cost_never_the_answer(names, k, data):
-    """Whatever the suspects (right, wrong, partly right), the same culprits are named;
+    """Where one set of components makes the difference, whatever the suspects (right,
+    wrong, partly right), the same culprits are named;
     when they hold every culprit, the search costs what a search of the suspects alone
     costs, plus the one swap that tries them."""
     need = set(data.draw(st.lists(st.sampled_from(names), min_size=min(k, len(names)),
@@ -161,6 +162,41 @@ def test_a_culprit_among_few_suspects_of_many_components_takes_few_swaps():
     led = run(names, lambda s: "c123" in s, suspects=["c007", "c123", "c250"])
     assert plain[0].culprits == led[0].culprits == ("c123",)
     assert led[1] <= 5 < plain[1]
+
+
+def test_a_flaky_swap_of_the_suspects_falls_back_to_the_whole_search():
+    """The swap of the suspects alone said B once, wrongly: the search among them points at
+    c0, fresh swaps refute it, and the whole search still finds c7 (it ended unresolved)."""
+    names = [f"c{k}" for k in range(8)]
+
+    def observe(swap: Swap) -> Side:
+        if swap == Swap.of("a", ["c0"]):
+            return Side.B
+        present = swap.components if swap.into == "a" else frozenset(names) - swap.components
+        return Side.B if "c7" in present else Side.A
+    seen: dict[Swap, Side] = {}
+    while not isinstance(step := next_swaps(names, seen, suspects=["c0"]), Attribution):
+        seen.update((swap, observe(swap)) for swap in step)
+    assert step.status == "found" and step.culprits == ("c7",), step
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(4, 12), st.integers(0, 2 ** 32), st.data())
+def test_where_several_sets_make_the_difference_suspects_pick_one_that_does(n, seed, data):
+    """Any monotone rule (B when A holds one of a few sets): with or without suspects the
+    answer found is a set that turns A and none of whose members can go."""
+    import random
+    rng = random.Random(seed)
+    names = [f"c{k:02d}" for k in range(n)]
+    sets = [frozenset(rng.sample(names, rng.randint(1, 3))) for _ in range(rng.randint(1, 3))]
+
+    def turns(s) -> bool:
+        return any(x <= set(s) for x in sets)
+    suspects = data.draw(st.lists(st.sampled_from(names), max_size=5, unique=True))
+    answer, _, _ = run(names, turns, suspects=suspects)
+    if answer.status == "found":
+        found = set(answer.culprits)
+        assert turns(found) and not any(turns(found - {c}) for c in found), (sets, answer)
 
 
 # --- skips and flakes: never a verdict, never a wrong name (issue 30) -----------------
@@ -402,3 +438,18 @@ def test_the_swap_log_keeps_outcomes_per_attribution(tmp_path):
     assert SwapLog(tmp_path / "swaps.sqlite", "other").outcomes() == {}
     again = SwapLog(tmp_path / "swaps.sqlite", "k").outcomes()
     assert again[key] == ("skip", "no load") and len(again) == 3
+
+
+def test_suspects_are_the_units_of_what_moved_and_nothing_of_its_neighbours():
+    from bisect_ngc.attribution.suspects import suspects
+    units = ["env:CUDNN_VERSION", "env:NCCL_NET_PLUGIN", "env:NCCL_VERSION", "lib:libcudnn",
+             "lib:libcudnn_ops", "lib:libnccl", "lib:libnccl-net", "lib:libucm", "lib:libucc",
+             "py:nvidia-nccl-cu12", "py:torch", "py:transformer-engine-cu12"]
+    nccl = ["env:NCCL_VERSION", "lib:libnccl", "py:nvidia-nccl-cu12"]    # in the units' order
+    assert suspects(units, {"nccl"}) == (nccl, [u for u in units if u not in nccl])
+    assert suspects(units, {"ucx", "ucc"})[0] == ["lib:libucm", "lib:libucc"]
+    assert suspects(units, {"cudnn", "nccl", "transformer_engine"}, "hang")[0][:3] == nccl
+    assert suspects(units, {"cudnn", "nccl"}, "numerics")[0][:3] == \
+        ["env:CUDNN_VERSION", "lib:libcudnn", "lib:libcudnn_ops"]
+    assert suspects(units, {"transformer_engine"})[0] == ["py:transformer-engine-cu12"]
+    assert suspects(units, set()) == ([], units)

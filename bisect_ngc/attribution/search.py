@@ -83,9 +83,11 @@ def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side], *, verify: 
     (0: the search's own swaps confirm); `unswappable`: differing components no swap can
     put into A, which keep "not in these components" from being said; `suspects`: the
     components to try first (attribution.suspects): when B's suspects alone turn A, the
-    culprits are sought among them only (their own answer is still confirmed as any)."""
-    names = [c for c in dict.fromkeys(suspects) if c in set(components)]
-    names += sorted(set(components) - set(names))
+    culprits are sought among them, and that answer stands once confirmed by fresh swaps;
+    else (or if it is not confirmed) the search is the one without suspects. Where one set
+    of components makes the difference, suspects change the cost, not the answer; where
+    several do, the answer is one of them either way, and then maybe another one."""
+    names = sorted(set(components))
     if not names:
         if unswappable:
             return Attribution("unresolved", explanation=_cannot(unswappable))
@@ -98,15 +100,14 @@ def next_swaps(components: Sequence[str], seen: Mapping[Swap, Side], *, verify: 
         return seen[swap]
 
     try:
-        return _attribute(names, ask, seen, verify, sorted(unswappable),
-                          len([c for c in dict.fromkeys(suspects) if c in names]))
+        return _attribute(names, ask, seen, verify, sorted(unswappable), suspects)
     except _Need as need:
         return [need.swap]
 
 
 def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
-               verify: int, unswappable: list[str], lead: int = 0) -> Attribution:
-    suspects = names[:lead]
+               verify: int, unswappable: list[str], suspects: Sequence[str] = ()
+               ) -> Attribution:
     everything = ask(Swap.of("a", names))
     left_out: list[str] = []
     while everything is Side.SKIP and names:
@@ -121,9 +122,17 @@ def _attribute(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap
         everything = Side.B       # its fresh runs overrule the one that said A
     if everything is not Side.B:
         return _not_in(names, ask, seen, verify, outside)
-    suspects = [n for n in suspects if n in names]
-    if 0 < len(suspects) < len(names) and ask(Swap.of("a", suspects)) is Side.B:
-        names = suspects
+    led = [n for n in dict.fromkeys(suspects) if n in names]
+    if 0 < len(led) < len(names) and ask(Swap.of("a", led)) is Side.B:
+        answer = _narrow(led, ask, seen, verify, outside)
+        if answer.status == "found":
+            return answer
+    return _narrow(names, ask, seen, verify, outside)
+
+
+def _narrow(names: list[str], ask: Callable[[Swap], Side], seen: Mapping[Swap, Side],
+            verify: int, outside: list[str]) -> Attribution:
+    """A minimal set among `names` (B's all of them turn A), confirmed."""
     try:
         culprits = sorted(minimal_set(names, lambda subset: _turns(ask(Swap.of("a", subset)))))
     except Unknown as unknown:

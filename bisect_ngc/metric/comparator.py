@@ -41,8 +41,8 @@ class Rule:
     lower_is_better: bool = True
 
     def __post_init__(self):
-        if not 0 < self.p < 1:
-            raise ValueError("the p threshold must lie between 0 and 1")
+        if not 0 < self.p <= 0.25:      # a call at p reads a 1 - 2p interval
+            raise ValueError("the p threshold must lie above 0 and at most 0.25")
         if self.min_change < 0:
             raise ValueError("the minimum change must not be negative")
         if self.block < 2 or self.max_runs < self.block:

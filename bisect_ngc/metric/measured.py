@@ -187,14 +187,15 @@ class MetricJudge:
             pairs.append(("culprit", found.last_old, found.first_new))
         for key, lo, hi in pairs:
             if self.samples.get(lo) and self.samples.get(hi):
-                d = (endpoints(*together(self.samples[lo], self.samples[hi]), rule)
+                # the endpoints as decided (their numbers and call then), once they were
+                d = (j.difference or endpoints(*together(self.samples[lo], self.samples[hi]),
+                                               rule)
                      if key == "endpoints" else pair(lo, hi, self.samples, rule))
                 if d is None:
                     continue
                 s = d.shift
-                call = j.difference.call if key == "endpoints" and j.difference else d.call
-                out[key] = {"change": s.change, "low": s.low, "high": s.high,    # the call
-                            "confidence": s.confidence, "p": d.p, "call": call,  # as made
+                out[key] = {"change": s.change, "low": s.low, "high": s.high,
+                            "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
         if len(self.changes) > 1 and "endpoints" in out:
             total = out["endpoints"]["change"]

@@ -298,7 +298,7 @@ OPTIONS: tuple[Opt, ...] = (
        "--metric: the error rate allowed for a false difference between the endpoints over all "
        "their looks (the k-th look uses p / (k (k + 1))); the search calls each commit at "
        "5p (at most 0.05) and the answer's pair is called again by fresh runs at p / 10.", replay=True,
-       type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
+       type=click.FloatRange(0, 0.25, min_open=True), default=0.01,
        show_default=True),
     _o("metric", "runs_per_round", "--runs-per-round",
        "--metric: runs a commit gets at most each time it is measured, one at a time, "
