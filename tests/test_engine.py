@@ -179,3 +179,27 @@ def test_one_flaky_image_run_never_ends_the_session_as_not_in_commits(tmp_path, 
                        images=ImageEvidence(tiers, span.candidates, jobs=1)).run()
     assert result.status == "ambiguous" and "#20 (image)" in result.explanation, result
     assert count[(20, "image")] == 2 and count[(20, "build")] >= 2
+
+
+def test_while_a_round_of_images_runs_the_next_round_s_images_are_prefetched(tmp_path, span):
+    """Release images at 0, 10, 20, 30, 40, 50 and 63: while the endpoints run, both
+    possible next images (the subset's midpoints either way) are asked for; each later
+    round asks for the images the round after it may need, never one it runs itself."""
+    at = (0, 10, 20, 30, 40, 50, 63)
+    tiers = [Tier("image", {i: Source("image", f"img{i}", f"NGC {i}") for i in at})]
+    backend = ScriptedBackend(by_index(40))
+    order: list[tuple[str, object]] = []
+    prefetch, run_round = backend.prefetch, backend.run_round
+    backend.prefetch = lambda images: (order.append(("prefetch", list(images))),
+                                       prefetch(images))[1]
+    backend.run_round = lambda reqs, on_phase: (order.append(("run", [r.index for r in reqs])),
+                                                run_round(reqs, on_phase))[1]
+    Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"), backend, Settings(),
+              tiers=tiers, images=ImageEvidence(tiers, span.candidates, jobs=1)).run()
+    assert order[0][0] == "prefetch" and order[1] == ("run", [0])       # one job: one a batch
+    assert order[0][1] and set(order[0][1]) <= {f"img{i}" for i in at[1:-1]}
+    runs = [r for kind, r in order if kind == "run"]
+    fetched = [set(p) for kind, p in order if kind == "prefetch"]
+    for later in runs[1:]:
+        images = {f"img{i}" for i in later if i in at[1:-1]}     # past the endpoints
+        assert not images or any(images <= f for f in fetched), (later, fetched)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from itertools import product
 from typing import Callable, Iterator
 
 from .probes import Backend, ProbeRequest, Source, in_batches
@@ -184,8 +185,22 @@ class Bisection:
 
     def _round(self, sid: str, rnd: int, step: Round, verdicts: dict[int, Verdict],
                tier: Tier | None = None) -> None:
+        self._prefetch(step, verdicts, tier)
         for batch in self.judge.batches(step, verdicts):
             self._batch(sid, rnd, batch, verdicts, tier)
+
+    def _prefetch(self, step: Round, verdicts: dict[int, Verdict], tier: Tier | None) -> None:
+        """While a round of images runs, the backend gets the images the next round may
+        need, whichever way this one goes."""
+        if tier is None or tier.name != "image" or len(step.indices) > 3:
+            return
+        n, refs = len(self.span.candidates), []
+        for outcome in product((Verdict.PASS, Verdict.FAIL), repeat=len(step.indices)):
+            after = {**verdicts, **dict(zip(step.indices, outcome))}
+            nxt = next_in_subset(n, after, tier.sources, self.settings.jobs)
+            refs += [tier.sources[i].ref for i in nxt.indices] if nxt else []
+        self.backend.prefetch([r for r in dict.fromkeys(refs)
+                               if r not in {tier.sources[i].ref for i in step.indices}])
 
     def _batch(self, sid: str, rnd: int, indices: tuple[int, ...], verdicts: dict[int, Verdict],
                tier: Tier | None) -> None:

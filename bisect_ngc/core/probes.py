@@ -179,6 +179,10 @@ class Backend(Protocol):
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         """The scripts it would run for these probes, as (name, text), where it renders any."""
 
+    def prefetch(self, images: Sequence[str]) -> None:
+        """Start getting these images in the background (the next round's likely ones),
+        where it has images to get; a failure is left for the probe that needs one."""
+
 
 class Cancelled(Exception):
     """The run was interrupted; the probe's outcome must not be recorded."""

@@ -15,6 +15,7 @@ class ScriptedBackend:
         self.stop_after = stop_after
         self.probed: list[int] = []
         self.cancelled = 0
+        self.prefetched: list[list[str]] = []
 
     def describe(self):
         return {"backend": self.name}
@@ -30,6 +31,9 @@ class ScriptedBackend:
 
     def containers(self):
         return None
+
+    def prefetch(self, images):
+        self.prefetched.append(list(images))
 
     def dry_run(self, requests):
         return []

@@ -30,7 +30,7 @@ from ...core.recipes import Mount, Recipe
 from ...core.keys import digest
 from ...core.verdicts import BuildFact, RunFact
 from ...companions.builds import CompanionBuilds, torch_identity
-from .engine import LABEL, DockerContainers, connect, ensure_image, short_error
+from .engine import LABEL, DockerContainers, Prefetch, connect, ensure_image, short_error
 from ...core.probes import BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest, test_plan
 from ..base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
 
@@ -60,6 +60,7 @@ class DockerBackend(ThreadedRounds):
         self.cancelled = threading.Event()
         self._containers: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._prefetch = Prefetch(lambda: self.client)
         self.companions = CompanionBuilds(recipe.companions, artifacts, CompanionSources(
             cache_dir), recipe.build_timeout) if recipe.companions else None
 
@@ -104,6 +105,7 @@ class DockerBackend(ThreadedRounds):
         return DockerContainers(self._client)    # None before prepare(): connects when used
 
     def cancel(self) -> None:
+        self._prefetch.stop()
         with self._lock:      # with _container's registration: none slips in between
             self.cancelled.set()
             containers = list(self._containers.values())
@@ -115,7 +117,13 @@ class DockerBackend(ThreadedRounds):
 
     # --- images ------------------------------------------------------------------
     def ensure_image(self, ref: str):
+        if self._prefetch.wait_for(ref):
+            self.say(f"waited for {ref}, pulled since the last round")
         return ensure_image(self.client, ref, self.say)
+
+    def prefetch(self, images: Sequence[str]) -> None:
+        if not self.cancelled.is_set():
+            self._prefetch.start(images)
 
     def _usable_ulimits(self, image_id: str) -> list[Ulimit]:
         """NGC's ulimits, unless the engine may not raise memlock that far (an unprivileged

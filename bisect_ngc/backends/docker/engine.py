@@ -1,12 +1,13 @@
 """The Docker engine through the docker SDK, for what is not a probe: connecting, pulling
-an image with progress, reading an image's facts, and the Containers protocol that
+an image with progress (or in the background, ahead of the round that needs it), reading an image's facts, and the Containers protocol that
 component swaps run on."""
 from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
@@ -47,6 +48,42 @@ def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], Non
         raise UserError(f"could not pull {ref}: {short_error(exc)}",
                         hint="for NGC images run `docker login nvcr.io` (user $oauthtoken, "
                              "password: your NGC API key); check the image name") from None
+
+
+class Prefetch:
+    """Images pulled on one background thread while a round runs (the next round's likely
+    ones). A pull that fails is forgotten: the probe that needs the image pulls it again
+    and says why."""
+
+    def __init__(self, client: Callable[[], docker.DockerClient]):
+        self.client = client
+        self.pool: ThreadPoolExecutor | None = None
+        self.pulls: dict[str, Future] = {}
+
+    def start(self, refs: Sequence[str]) -> None:
+        for ref in refs:
+            if ref not in self.pulls:
+                self.pool = self.pool or ThreadPoolExecutor(1, "bisect-ngc-prefetch")
+                self.pulls[ref] = self.pool.submit(self._pull, ref)
+
+    def _pull(self, ref: str) -> bool:
+        try:
+            ensure_image(self.client(), ref, lambda _: None)
+            return True
+        except (UserError, DockerException):
+            return False
+
+    def wait_for(self, ref: str) -> bool:
+        """Wait for a pull of ref under way; whether there was one."""
+        pending = self.pulls.get(ref)
+        if pending is None or pending.done():
+            return False
+        wait([pending])
+        return True
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def connect() -> docker.DockerClient:

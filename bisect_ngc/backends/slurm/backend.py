@@ -365,6 +365,9 @@ class SlurmBackend(RoundTasks):
                                   time_limit=time_limit)
         return self._sbatch(script, []), script.with_suffix(".out")
 
+    def prefetch(self, images: Sequence[str]) -> None:
+        return None         # the nodes import images as their jobs need them
+
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         """The batch scripts the next round would submit (nothing is checked out)."""
         self.session = requests[0].session
