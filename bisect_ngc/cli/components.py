@@ -10,6 +10,7 @@ from ..attribution.swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from .json_output import emit, json_option
 from .progress import say
+from .summary_text import print_config_diff
 from ..question.options import default_cache, option
 from ..core.recipes import test_identity
 from ..prebuilt.releases import IMAGE_RE, RELEASE_RE, Catalog
@@ -84,10 +85,7 @@ def components(from_, to, test, only, symptom, repeat, repeat_policy, verify, ca
             mark = "  <- culprit" if c["unit"] in culprits else \
                 "  (no swap: it is not in B)" if c["unit"] in cannot else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
-        for row in result.get("config_diff", ()):
-            click.echo(f"  config: {row['name']:<24} {row['a'] or '-':<24} {row['b'] or '-'}")
-        if result.get("suspects"):
-            click.echo(f"suspected first: {', '.join(result['suspects'])}")
+        print_config_diff(result)
         click.echo(f"{answer.status}: {answer.explanation}.")
         click.echo(f"{len(result['swaps'])} swap(s) searched, {len(result['checks'])} fresh "
                    f"swap(s) checked the answer (--verify {verify}).")

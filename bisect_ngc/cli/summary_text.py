@@ -66,6 +66,15 @@ def print_components(found: dict[str, Any] | None) -> None:
         for c in found["components"]:
             mark = "  <- culprit" if c["unit"] in found["culprits"] else ""
             click.echo(f"  {c['unit']:<32} {c['in_a'] or '-':<24} {c['in_b'] or '-'}{mark}")
+        print_config_diff(found)
+
+
+def print_config_diff(found: dict[str, Any]) -> None:
+    """What the images' configs say moved, and the units swapped first for it."""
+    for row in found.get("config_diff", ()):
+        click.echo(f"  config: {row['name']:<24} {row['a'] or '-':<24} {row['b'] or '-'}")
+    if found.get("suspects"):
+        click.echo(f"  suspected first: {', '.join(found['suspects'])}")
 
 
 def _print_ambiguous(explanation: str, cands: list[str], titles: dict) -> None:
