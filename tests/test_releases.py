@@ -273,3 +273,13 @@ def test_transformer_engine_commit_from_its_version_and_in_the_listings(tmp_path
     assert code == 0 and "2.6 (1234abcd) [V1]" in out
     code, out, _ = run_cli(["resolve", "91.01", "--json"])
     assert json.loads(out)["te_commit"] == "1234abcd"
+
+
+def test_two_releases_of_the_same_torch_commit_build_nothing_and_say_where_to_look(
+        fake_torch, tmp_path, run_cli):
+    repo, _ = fake_torch        # 90.03 and 90.04 ship the same commit
+    code, out, err = run_cli(["bisect", "--from", "90.03", "--to", "90.04", "--torch-repo",
+                              str(repo), "--backend", "local", "--build", BUILD, "--test", TEST,
+                              "--state", str(tmp_path / "st"), "--quiet"])
+    assert code == 2 and "90.03 and 90.04 ship the same PyTorch commit" in err
+    assert "bisect-ngc components --from 90.03 --to 90.04" in err

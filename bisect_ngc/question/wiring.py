@@ -11,6 +11,7 @@ options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -116,6 +117,14 @@ def open_range(opts: Options, old: Endpoint, new: Endpoint,
                say: Callable[[str], None] = lambda text: None) -> Range:
     history = open_history(opts)
     old_sha, new_sha = history.resolve(old.rev), history.resolve(new.rev)
+    if old_sha == new_sha and old.image and new.image:
+        part = component(opts)
+        what = part.name if part else "PyTorch"
+        raise UserError(f"{old.label} and {new.label} ship the same {what} commit "
+                        f"({old_sha[:12]}): the difference is not in {what}'s commits, so "
+                        f"there is nothing to build", hint=f"ask which part of the container "
+                        f"made it: bisect-ngc components --from {shlex.quote(old.label)} "
+                        f"--to {shlex.quote(new.label)} --test TEST")
     candidates = history.candidates(old_sha, new_sha)
     fetched = history.prefetch(old_sha, new_sha)      # 0 unless a blobless clone lacks some
     if fetched:
