@@ -283,3 +283,11 @@ def test_two_releases_of_the_same_torch_commit_build_nothing_and_say_where_to_lo
                               "--state", str(tmp_path / "st"), "--quiet"])
     assert code == 2 and "90.03 and 90.04 ship the same PyTorch commit" in err
     assert "bisect-ngc components --from 90.03 --to 90.04" in err
+
+
+def test_a_symptom_outside_release_mode_is_one_sentence(tmp_path, run_cli):
+    code, _, err = run_cli(["bisect", "--repo", str(tmp_path), "--old", "a", "--new", "b",
+                            "--test", "true", "--symptom", "hang", "--quiet"])
+    assert code == 2 and "--symptom orders release mode's component swaps" in err
+    code, _, err = run_cli(["bisect", "--from", "24.09", "--to", "24.10", "--symptom", "sad"])
+    assert code == 2 and "sad" in err

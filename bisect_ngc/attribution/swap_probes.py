@@ -208,14 +208,15 @@ class ImageSwaps:
 
     def __init__(self, engine: Containers, work: Path, test: str, say: Callable[[str], None],
                  unit: str = "py:torch", evidence: Evidence = Evidence(),
-                 test_identity: Any = None):
+                 test_identity: Any = None, symptom: str | None = None):
         self.engine, self.work, self.test, self.say = engine, work, test, say
+        self.symptom = symptom
         self.unit = unit          # the distribution whose commits are bisected
         self.evidence, self.test_identity = evidence, test_identity
 
     def _of(self, a: str, b: str) -> Attributor:
         return Attributor(a, b, self.test, self.work, self.engine, self.say, self.evidence,
-                          self.test_identity)
+                          self.test_identity, self.symptom)
 
     def carries(self, a: str, b: str) -> bool | None:
         """Whether A with B's files of the bisected distribution behaves like B. "No"

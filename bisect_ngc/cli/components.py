@@ -5,7 +5,6 @@ import click
 
 from ..attribution.components import Evidence
 from .help_sections import RichCommand
-from ..attribution.suspects import SYMPTOMS
 from ..attribution.swap_probes import Attributor
 from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from .json_output import emit, json_option
@@ -38,11 +37,7 @@ def _image(catalog: Catalog, spec: str) -> str:
 @click.option("--only", metavar="UNIT", multiple=True,
               help="Search only these differing components (repeat it), named as the table "
                    "names them: py:NAME, lib:NAME or env:NAME.")
-@click.option("--symptom", type=click.Choice(sorted(SYMPTOMS)), metavar="SYMPTOM",
-              help="What goes wrong (" + ", ".join(sorted(SYMPTOMS)) + "), so that its "
-                   "usual causes are swapped first among the components the images' configs "
-                   "show moved (hang: NCCL and its network stack; numerics: cuBLAS, cuDNN, "
-                   "TE, Triton). It orders the search; it never leaves a component out.")
+@option("symptom")
 @option("repeat", help="Test runs per swap and per image as it is, for flaky tests.")
 @option("repeat_policy")
 @option("verify")

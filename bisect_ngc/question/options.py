@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ..attribution.suspects import SYMPTOMS
 from ..backends import settings_type
 from ..core.inputs import DEFAULT_MAX_SKIPS
 from ..prebuilt.releases import UPSTREAM
@@ -132,6 +133,12 @@ class Options:
     no_overlay: bool = _ask("--no-overlay",
         "Build every probed commit; never test a neighbour's wheel with this commit's Python "
         "files put in.", is_flag=True)
+    symptom: str | None = _ask("--symptom",
+        "What goes wrong (" + ", ".join(sorted(SYMPTOMS)) + "): where images are compared "
+        "component by component, its usual causes are swapped first among the components "
+        "the images' configs show moved (hang: NCCL and its network stack; numerics: cuBLAS, "
+        "cuDNN, TE, Triton). It orders the search; it never leaves a component out.",
+        type=click.Choice(sorted(SYMPTOMS)), metavar="SYMPTOM")
     no_images: bool = _ask("--no-images",
         "Release mode: do not test the NGC images as they are before building (the endpoints' "
         "images first, then the releases in between).", is_flag=True)

@@ -247,7 +247,7 @@ class Question:
         return ImageSwaps(engine, work, test, self.say,
                           unit=dist_unit(part.name if part else "torch"),
                           evidence=Evidence(settings.repeat, settings.policy, settings.verify),
-                          test_identity=test_identity(test))
+                          test_identity=test_identity(test), symptom=self.opts.symptom)
 
     def overlays(self) -> Overlays | None:
         """Overlay probes, where the recipe says which files ship and the backend can test
