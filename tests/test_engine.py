@@ -203,3 +203,7 @@ def test_while_a_round_of_images_runs_the_next_round_s_images_are_prefetched(tmp
     for later in runs[1:]:
         images = {f"img{i}" for i in later if i in at[1:-1]}     # past the endpoints
         assert not images or any(images <= f for f in fetched), (later, fetched)
+    again = ScriptedBackend(by_index(40))      # every verdict cached: no image is pulled
+    Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"), again, Settings(),
+              tiers=tiers, images=ImageEvidence(tiers, span.candidates, jobs=1)).run()
+    assert not any(again.prefetched)

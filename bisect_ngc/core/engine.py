@@ -191,16 +191,22 @@ class Bisection:
 
     def _prefetch(self, step: Round, verdicts: dict[int, Verdict], tier: Tier | None) -> None:
         """While a round of images runs, the backend gets the images the next round may
-        need, whichever way this one goes."""
-        if tier is None or tier.name != "image" or len(step.indices) > 3:
-            return
-        n, refs = len(self.span.candidates), []
-        for outcome in product((Verdict.PASS, Verdict.FAIL), repeat=len(step.indices)):
-            after = {**verdicts, **dict(zip(step.indices, outcome))}
-            nxt = next_in_subset(n, after, tier.sources, self.settings.jobs)
-            refs += [tier.sources[i].ref for i in nxt.indices] if nxt else []
-        self.backend.prefetch([r for r in dict.fromkeys(refs)
-                               if r not in {tier.sources[i].ref for i in step.indices}])
+        need, whichever way this one goes (none whose verdict is cached); any other round
+        drops what it had not started."""
+        refs: list[str] = []
+        if tier is not None and tier.name == "image" and len(step.indices) <= 3:
+            n, running, c = len(self.span.candidates), set(step.indices), self.span.candidates
+            known = {i: hit.verdict for i in step.indices
+                     if (hit := self._cached(c[i], tier.sources.get(i))) is not None}
+            for outcome in product((Verdict.PASS, Verdict.FAIL), repeat=len(step.indices)):
+                if any(known.get(i, v) is not v for i, v in zip(step.indices, outcome)):
+                    continue                     # a cached verdict says how it goes
+                after = {**verdicts, **dict(zip(step.indices, outcome))}
+                nxt = next_in_subset(n, after, tier.sources, self.settings.jobs)
+                refs += [tier.sources[i].ref for i in (nxt.indices if nxt else ())
+                         if i not in running and
+                         self._cached(self.span.candidates[i], tier.sources[i]) is None]
+        self.backend.prefetch(list(dict.fromkeys(refs)))
 
     def _batch(self, sid: str, rnd: int, indices: tuple[int, ...], verdicts: dict[int, Verdict],
                tier: Tier | None) -> None:

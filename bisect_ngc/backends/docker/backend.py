@@ -118,7 +118,7 @@ class DockerBackend(ThreadedRounds):
     # --- images ------------------------------------------------------------------
     def ensure_image(self, ref: str):
         if self._prefetch.wait_for(ref):
-            self.say(f"waited for {ref}, pulled since the last round")
+            self.say(f"{ref}: pulled in the background during the last round")
         return ensure_image(self.client, ref, self.say)
 
     def prefetch(self, images: Sequence[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -51,39 +51,65 @@ def ensure_image(client: docker.DockerClient, ref: str, say: Callable[[str], Non
 
 
 class Prefetch:
-    """Images pulled on one background thread while a round runs (the next round's likely
-    ones). A pull that fails is forgotten: the probe that needs the image pulls it again
-    and says why."""
+    """Images pulled on one background (daemon) thread while a round runs: the next
+    round's likely ones. Each new list replaces the pulls not started yet; a probe never
+    waits behind a pull it does not need (one of its image not started yet is its own
+    to pull), and a pull that fails is left for the probe to report."""
 
     def __init__(self, client: Callable[[], docker.DockerClient]):
         self.client = client
-        self.pool: ThreadPoolExecutor | None = None
-        self.pulls: dict[str, Future] = {}
+        self.queue: list[str] = []
+        self.pulling: str | None = None
+        self.done: dict[str, bool] = {}      # pulled (True) or failed, not yet asked for
+        self.asked: set[str] = set()
+        self.cond = threading.Condition()
+        self.stopped = False
+        self.thread: threading.Thread | None = None
 
     def start(self, refs: Sequence[str]) -> None:
-        for ref in refs:
-            if ref not in self.pulls:
-                self.pool = self.pool or ThreadPoolExecutor(1, "bisect-ngc-prefetch")
-                self.pulls[ref] = self.pool.submit(self._pull, ref)
+        with self.cond:
+            self.queue = [r for r in refs if r not in self.done and r not in self.asked and
+                          r != self.pulling]
+            if self.thread is None and self.queue:
+                self.thread = threading.Thread(target=self._work, daemon=True,
+                                               name="bisect-ngc-prefetch")
+                self.thread.start()
+            self.cond.notify_all()
 
-    def _pull(self, ref: str) -> bool:
-        try:
-            ensure_image(self.client(), ref, lambda _: None)
-            return True
-        except (UserError, DockerException):
-            return False
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.stopped:
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                self.pulling = self.queue.pop(0)
+            try:
+                ensure_image(self.client(), self.pulling, lambda _: None)
+                ok = True
+            except (UserError, DockerException):
+                ok = False
+            with self.cond:
+                self.done[self.pulling], self.pulling = ok, None
+                self.cond.notify_all()
 
     def wait_for(self, ref: str) -> bool:
-        """Wait for a pull of ref under way; whether there was one."""
-        pending = self.pulls.get(ref)
-        if pending is None or pending.done():
-            return False
-        wait([pending])
-        return True
+        """Whether ref was pulled here since it was last asked for: waits for its pull if
+        it is under way, and takes it off the queue if it is not started (the probe pulls
+        it itself)."""
+        with self.cond:
+            if ref in self.queue:
+                self.queue.remove(ref)
+            while self.pulling == ref:
+                self.cond.wait()
+            self.asked.add(ref)
+            return self.done.pop(ref, False)
 
     def stop(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.cond:
+            self.stopped = True
+            self.queue = []
+            self.cond.notify_all()
 
 
 def connect() -> docker.DockerClient:
