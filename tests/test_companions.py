@@ -135,7 +135,8 @@ def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, ru
     ("0.9.0", "v{version}", "v0.9.0"),
     ("0.9.0", "core_r{version}", "core_r0.9.0"),
     ("2.1.0+cu121", "v{version}", "v2.1.0"),       # a local part that is no hash
-    ("2.9.0+20240915", "v{version}", "v2.9.0"),    # digits alone: a date, not a commit
+    ("2.9.0+20240915", "v{version}", "v2.9.0"),    # a date, not a commit
+    ("1.11.0+1234567", "v{version}", "1234567"),   # a short hash of digits alone
     ("1.11.0+C27EE60.nv24.09", "v{version}", "c27ee60"),   # read as the configs read it
 ])
 def test_a_component_version_names_its_commit(version, tag, rev):

@@ -51,6 +51,7 @@ DEFAULTS = ("TORCH_CUDA_ARCH_LIST", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_MO
             "CUDA_BINARY_LOADER_THREAD_COUNT", "NCCL_NET_PLUGIN", "PIP_CONSTRAINT")
 _KNOWN = {name for names in COMPONENTS.values() for name in names}
 _LOCAL_COMMIT = re.compile(r"(?:git|g)?([0-9a-fA-F]{7,40})")
+_DATE = re.compile(r"(19|20)\d\d(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])")
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,13 @@ class Fact:
 
 def commit_in(version: str) -> str:
     """The commit a version like 2.5.0a0+b465a5843b, 1.11.0+c27ee60, 3.4.0+gitc817b9b6 or
-    0.1+gc27ee60 names (before any `.nv24.09`), or "". Digits alone are a date or a build
-    number, not a commit. The one reader of versions' commits (torch, TE, companions)."""
+    0.1+gc27ee60 names (before any `.nv24.09`), or "". A date (+20240315) is no commit;
+    other digits are (a short hash can be all digits). The one reader of versions'
+    commits (torch, TE, companions)."""
     local = version.partition("+")[2].split(".")[0]
     match = _LOCAL_COMMIT.fullmatch(local)
     sha = match.group(1).lower() if match else ""
-    return sha if re.search("[a-f]", sha) else ""
+    return "" if _DATE.fullmatch(sha) else sha
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,9 @@ def _check_mode(self: Options) -> None:
     if "{version}" not in self.component_tag:
         raise UserError(f"--component-tag {self.component_tag!r} has no {{version}}",
                         hint="e.g. --component-tag 'release_v{version}'")
-    if self.symptom and not self.release_mode:
-        raise UserError("--symptom orders release mode's component swaps (--from/--to)",
+    if self.symptom and (not self.release_mode or self.no_images):
+        raise UserError("--symptom orders release mode's component swaps, which compare its "
+                        "images (--from/--to, without --no-images)",
                         hint="between two images, ask `bisect-ngc components --symptom ...`")
     if (self.component != "torch" or self.component_repo) and not self.release_mode:
         raise UserError("--component is for release mode (--from/--to)",

@@ -123,8 +123,8 @@ def open_range(opts: Options, old: Endpoint, new: Endpoint,
         raise UserError(f"{old.label} and {new.label} ship the same {what} commit "
                         f"({old_sha[:12]}): the difference is not in {what}'s commits, so "
                         f"there is nothing to build", hint=f"ask which part of the container "
-                        f"made it: bisect-ngc components --from {shlex.quote(old.label)} "
-                        f"--to {shlex.quote(new.label)} --test TEST")
+                        f"made it: bisect-ngc components --from {shlex.quote(opts.from_ or '')}"
+                        f" --to {shlex.quote(opts.to or '')} --test TEST")
     candidates = history.candidates(old_sha, new_sha)
     fetched = history.prefetch(old_sha, new_sha)      # 0 unless a blobless clone lacks some
     if fetched:
