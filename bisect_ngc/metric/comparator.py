@@ -16,6 +16,7 @@ show them (sequential.states).
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
@@ -107,7 +108,8 @@ def looks(max_runs: int) -> list[int]:
     return sizes + [max_runs]
 
 
-def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Difference:
+def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
+              final: bool = False) -> Difference:
     """Do two samples differ? They are looked at when the smaller reaches a size of
     `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there, and at
     least min_change with 95% confidence (the 90% interval lies beyond +-min_change);
@@ -116,6 +118,8 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule) -> Differe
     n = min(len(old), len(new))
     sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
+    if final:                # no run can follow: one more look, its threshold still in p
+        sizes, look = [n], sum(1 for k in sizes if k <= n) + 1
     alpha = rule.alpha(look)
     positive = min(min(old), min(new)) > 0
     a, b = seq.scaled(old, positive), seq.scaled(new, positive)
@@ -354,8 +358,26 @@ def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[in
         return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
                           n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
     diff = decided or endpoints(*together(samples[0], samples[n - 1]), rule)
+    if diff.call == "unknown" and all(attempts.get(i, 0) >= rule.max_runs for i in ends):
+        wide = every_round(samples[0], samples[n - 1], rule)
+        if wide.call == "differ":       # a part's ends: what it names is confirmed by
+            diff = wide                 # pairs measured side by side (confirm)
     if diff.call != "differ":
         more = () if diff.call == "same" else \
             tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
         return Judgement(more=more, difference=diff)
     return diff
+
+
+def every_round(old: Sample, new: Sample, rule: Rule) -> Difference:
+    """The last look at two ends that may run no more: every run of theirs, each less its
+    round's drift as their own runs of that round show it (a part's end is mostly
+    measured beside other commits, so the rounds they share hold few of its runs)."""
+    positive = all_positive({0: old, 1: new})
+    st = machine_states({0: old, 1: new}, positive)
+    _, offset = _drift({Verdict.PASS: old, Verdict.FAIL: new}, positive, st)
+    back = (lambda v: math.exp(v)) if positive else (lambda v: v)     # noqa: E731
+    a, b = ([back(v - offset.get(r, 0.0)) for r, v in
+             zip((r for r, _ in side), seq.scaled(numbers(side), positive))]
+            for side in (old, new))
+    return endpoints(a, b, rule, final=True)

@@ -6,7 +6,8 @@ commits far from both ends; either way a commit like neither splits its segment 
 each with its own ends as references, and each is searched for its own change
 (comparator.judge on the segment), as Pinpoint does. A change found whose pair moves
 the metric significantly less than its segment's ends do leaves the two sides of the pair
-to search as well (comparator.leftover). A segment whose ends do not differ by
+to search as well (confirmation.leftover; while the numbers only lean that way, the four
+commits run again, within --max-runs). A segment whose ends do not differ by
 --min-change holds no change worth naming. `plan` says what to run next or gives the
 answer: every change found, each with its own pair confirmed (comparator.confirm).
 """
@@ -107,7 +108,11 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     elif checked.status is Status.FOUND and checked.last_old is not None and checked.first_new is not None:
         lo, hi = checked.last_old + a, checked.first_new + a
         acc.found.append((lo, hi))
-        if leftover(a, b, lo, hi, samples, rule):    # more change than the pair's
+        more = leftover(a, b, lo, hi, samples, rule)    # more change than the pair's?
+        ask = {i for i in (a, b, lo, hi) if attempts.get(i, 0) < rule.max_runs}
+        if more is None and ask:
+            acc.more |= ask
+        elif more:
             return [(x, y) for x, y in ((a, lo), (hi, b)) if y > x]
     else:
         acc.unplaced.append(_shifted(checked, a))
