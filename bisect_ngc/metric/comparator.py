@@ -118,8 +118,8 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     n = min(len(old), len(new))
     sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
-    if final:                # no run can follow: one more look, its threshold still in p
-        sizes, look = [n], sum(1 for k in sizes if k <= n) + 1
+    if final and n >= ENDPOINT_RUNS:     # no run can follow: one more look, its
+        sizes, look = [n], sum(1 for k in sizes if k <= n) + 1    # threshold still in p
     alpha = rule.alpha(look)
     positive = min(min(old), min(new)) > 0
     a, b = seq.scaled(old, positive), seq.scaled(new, positive)
