@@ -357,8 +357,10 @@ def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[in
     if unusable:        # the search reports invalid endpoints, naming the skipped one
         return Judgement({0: Verdict.SKIP if 0 in unusable else Verdict.PASS,
                           n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
-    diff = decided or endpoints(*together(samples[0], samples[n - 1]), rule)
-    if diff.call == "unknown" and all(attempts.get(i, 0) >= rule.max_runs for i in ends):
+    shared = together(samples[0], samples[n - 1])
+    diff = decided or endpoints(*shared, rule)
+    if diff.call == "unknown" and all(attempts.get(i, 0) >= rule.max_runs for i in ends) \
+            and sum(map(len, shared)) < len(samples[0]) + len(samples[n - 1]):
         wide = every_round(samples[0], samples[n - 1], rule)
         if wide.call == "differ":       # a part's ends: what it names is confirmed by
             diff = wide                 # pairs measured side by side (confirm)
@@ -370,9 +372,10 @@ def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[in
 
 
 def every_round(old: Sample, new: Sample, rule: Rule) -> Difference:
-    """The last look at two ends that may run no more: every run of theirs, each less its
-    round's drift as their own runs of that round show it (a part's end is mostly
-    measured beside other commits, so the rounds they share hold few of its runs)."""
+    """The last look at two ends that may run no more and that ran in rounds apart (a
+    part's end is mostly measured beside other commits, so the rounds they share hold few
+    of its runs): every run of theirs, each less its round's drift as their own runs of
+    that round show it. The whole range's ends share every round: never asked there."""
     positive = all_positive({0: old, 1: new})
     st = machine_states({0: old, 1: new}, positive)
     _, offset = _drift({Verdict.PASS: old, Verdict.FAIL: new}, positive, st)
