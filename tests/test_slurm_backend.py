@@ -606,7 +606,7 @@ def test_a_metric_bisection_runs_each_run_as_a_job_of_its_own(tmp_path, run_cli)
             'random.uniform(0.99, 1.01)}))"')
     code, out, err = run_cli(slurm_args(tmp_path / "r", tmp_path, "--json", "--metric", "t",
                                         "--runs-per-round", "2", "--max-runs", "10",
-                                        "--p-threshold", "0.4", "--same-node", test=test))
+                                        "--p-threshold", "0.25", "--same-node", test=test))
     assert code == 0, err
     res = json.loads(out)
     assert res["first_new"] == shas[1] and res["metric"]["culprit"]["worse"]
