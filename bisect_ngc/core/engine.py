@@ -204,8 +204,7 @@ class Bisection:
                 after = {**verdicts, **dict(zip(step.indices, outcome))}
                 nxt = next_in_subset(n, after, tier.sources, self.settings.jobs)
                 refs += [tier.sources[i].ref for i in (nxt.indices if nxt else ())
-                         if i not in running and
-                         self._cached(self.span.candidates[i], tier.sources[i]) is None]
+                         if i not in running and self._cached(c[i], tier.sources[i]) is None]
         self.backend.prefetch(list(dict.fromkeys(refs)))
 
     def _batch(self, sid: str, rnd: int, indices: tuple[int, ...], verdicts: dict[int, Verdict],

@@ -1,6 +1,6 @@
 """The Docker engine through the docker SDK, for what is not a probe: connecting, pulling
-an image with progress (or in the background, ahead of the round that needs it), reading an image's facts, and the Containers protocol that
-component swaps run on."""
+an image with progress (or in the background, ahead of the round that needs it), reading
+an image's facts, and the Containers protocol that component swaps run on."""
 from __future__ import annotations
 
 import os
