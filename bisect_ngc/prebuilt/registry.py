@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -143,22 +144,12 @@ class Registry:
     def _get(self, ref: Any, url: str, image: str, accept: str | None = None
              ) -> requests.Response:
         client = self._client(ref)
-        headers = {"Accept": accept} if accept else {}
-        # do_request answers 401 with the registry's login; its retry loop (minutes of
-        # sleeps on any error) is left out: an error here is the user's to see at once.
-        try:
-            response = type(client).do_request.__wrapped__(
-                client, f"{client.prefix}://{url}", "GET", headers=headers)
-        except (requests.RequestException, ValueError) as exc:
-            raise UserError(f"could not read {image} from {ref.registry}: "
-                            f"{type(exc).__name__}",
-                            hint="check the name, the network and your login (docker login "
-                                 f"{ref.registry})") from None
+        response = self._request(client, ref, url, image, accept)
+        if response.status_code == 401 and getattr(client.auth, "token", None):
+            client.auth.token = None         # a token that expired: ask for a new one, once
+            response = self._request(client, ref, url, image, accept)
         if response.status_code in (401, 403):
-            raise UserError(f"{ref.registry} refused the login for {image} "
-                            f"({response.status_code})",
-                            hint=f"log in with `docker login {ref.registry}` (NGC: user "
-                                 "$oauthtoken, your API key as the password)")
+            raise _refused(client, ref.registry, image, response.status_code)
         if response.status_code == 404:
             raise UserError(f"{image} is not in {ref.registry} (no such repository or tag)",
                             hint="check the tag; `bisect-ngc releases` lists NGC's")
@@ -167,11 +158,31 @@ class Registry:
                             hint="try again later")
         return response
 
+    @staticmethod
+    def _request(client: Any, ref: Any, url: str, image: str, accept: str | None
+                 ) -> requests.Response:
+        headers = {"Accept": accept} if accept else {}
+        # do_request answers 401 with the registry's login; its retry loop (minutes of
+        # sleeps on any error) is left out: an error here is the user's to see at once.
+        try:
+            return type(client).do_request.__wrapped__(
+                client, f"{client.prefix}://{url}", "GET", headers=headers)
+        except requests.RequestException as exc:
+            raise UserError(f"could not read {image} from {ref.registry}: "
+                            f"{type(exc).__name__}",
+                            hint="check the name, the network and your login (docker login "
+                                 f"{ref.registry})") from None
+        except ValueError:                   # the token service refused the login
+            raise _refused(client, ref.registry, image, 401) from None
+
     def _client(self, ref: Any) -> Any:
         """oras' client for this repository: token registries scope a token to one."""
         key = (ref.registry, ref.api_prefix)
         if key not in self._clients:
             import oras.provider
+            # oras logs a refused token as an error of its own; the user gets ours
+            logging.getLogger("oras.logger").addFilter(
+                lambda record: record.levelno < logging.ERROR)
             host = ref.registry
             insecure = host.split(":")[0] in LOCAL_HOSTS       # plain http on this machine
             scheme = self._scheme(host, insecure)
@@ -199,6 +210,15 @@ class Registry:
                                  "nothing was pulled") from None
         challenge = answer.headers.get("Www-Authenticate", "")
         return "basic" if challenge.lower().startswith("basic") else "token"
+
+
+def _refused(client: Any, host: str, image: str, status: int) -> UserError:
+    hint = (f"log in with `docker login {host}` (NGC: user $oauthtoken, your API key as the "
+            "password)")
+    if not getattr(client.auth, "_basic_auth", None):     # anonymous, as a token allows
+        return UserError(f"{host} asks for a login to read {image}, and none is stored",
+                         hint=hint)
+    return UserError(f"{host} refused the login for {image} ({status})", hint=hint)
 
 
 def _matches(body: bytes, digest: str) -> bool:
