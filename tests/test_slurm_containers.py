@@ -258,3 +258,59 @@ def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_
     (bad,) = BROKEN
     code, out, err = run_cli(["probe", "--commit", shas[bad], *span, *argv(CTEST)])
     assert code == 125 and "did not build against this torch" in out, (out, err)
+
+
+def test_the_next_round_s_images_are_imported_ahead_by_one_cpu_job(tmp_path):
+    """The Backend protocol's prefetch on Slurm: one CPU job imports the images into the
+    shared directory, under the tasks' lock; an image already there asks for no job; a new
+    list cancels a job that has not started, and so does Ctrl-C (cancel)."""
+    from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
+    from bisect_ngc.core.artifacts import ArtifactStore
+    from bisect_ngc.core.recipes import Recipe
+    from bisect_ngc.vcs.history import History, Worktrees
+    make_repo(tmp_path / "r", 4, 2)
+    said: list[str] = []
+
+    def backend(*sbatch_args: str) -> SlurmBackend:
+        settings = SlurmSettings(runtime="enroot", image=IMAGE, container_import="dockerd",
+                                 shared_dir=tmp_path / "shared", partition="cpu",
+                                 sbatch_args=list(sbatch_args))
+        b = SlurmBackend(Worktrees(History.open(str(tmp_path / "r"), tmp_path), tmp_path / "wt"),
+                         Recipe(build=None, test="true", image=IMAGE), settings=settings,
+                         store=Store(tmp_path / "st"),
+                         artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"),
+                         say=said.append)
+        b.session = "s-ahead"
+        return b
+
+    ahead = backend()
+    _, sqsh, _ = ahead.images.locate(IMAGE)
+    ahead.prefetch([IMAGE, "bisect-ngc-test/no-such-image:1"])   # the missing one is left
+    job = ahead.ahead.job
+    assert job and said == [f"importing 1 image(s) the next round may need, in job {job}"]
+    end = time.monotonic() + 180
+    while not sqsh.exists():
+        assert time.monotonic() < end, (tmp_path / "shared" / "imports").glob("*.out")
+        time.sleep(0.5)
+    out = "".join(p.read_text() for p in (tmp_path / "shared" / "imports").glob("*.out"))
+    assert f"importing dockerd://{IMAGE}" in out
+    ahead.prefetch([IMAGE])                      # there already: no job
+    assert ahead.ahead.job is None
+
+    sqsh.unlink()
+    later = backend("--begin=now+3600")          # a job that cannot start yet
+    later.prefetch([IMAGE])
+    first = later.ahead.job
+    assert first and first in my_jobs_named("bisect-ngc-import-")
+    later.prefetch([IMAGE])                      # a new list: the pending job goes
+    second = later.ahead.job
+    assert second != first and first not in my_jobs_named("bisect-ngc-import-")
+    later.cancel()                               # Ctrl-C: nothing left in the queue
+    assert second not in my_jobs_named("bisect-ngc-import-")
+
+
+def my_jobs_named(prefix: str) -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True,
+                         text=True).stdout.split("\n")
+    return {line.split()[0].split("_")[0] for line in out if line.split()[1:2]
+            and line.split()[1].startswith(prefix)}

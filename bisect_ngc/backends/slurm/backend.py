@@ -26,7 +26,7 @@ from ...companions.sources import CompanionSources
 from .companions import wheel_mounts
 from .tasks import RoundTasks
 from .containers import SlurmContainers
-from .images import SquashfsImages
+from .images import ImportAhead, SquashfsImages
 from .results import read_result, result_path
 from .queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phase,
                     task_end)
@@ -64,6 +64,7 @@ class SlurmBackend(RoundTasks):
         self.say = say or (lambda text: None)
         self.sched = Scheduler()
         self.images = SquashfsImages(settings.shared_dir, settings.container_import)
+        self.ahead = ImportAhead(settings, self.sched, self.images, self.say)
         self.session = ""
         self.node: str | None = None      # --same-node: where the tests run
         self.cancelling = False
@@ -117,6 +118,7 @@ class SlurmBackend(RoundTasks):
 
     def cancel(self) -> None:
         self.cancelling = True
+        self.ahead.drop()
         for job in self._jobs().values():   # our own scancel: never a used attempt
             self.store.put_slurm_job(self.session, replace(job, cancelled_by_us=True))
         jobs = self._session_jobs()
@@ -366,7 +368,8 @@ class SlurmBackend(RoundTasks):
         return self._sbatch(script, []), script.with_suffix(".out")
 
     def prefetch(self, images: Sequence[str]) -> None:
-        return None         # the nodes import images as their jobs need them
+        if self.s.runtime in ("enroot", "pyxis"):
+            self.ahead.submit(images, self.job_tag)
 
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         """The batch scripts the next round would submit (nothing is checked out)."""

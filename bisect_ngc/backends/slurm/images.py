@@ -1,9 +1,11 @@
 """Images for enroot and pyxis on Slurm: one squashfs per image digest in the shared
-directory, imported from the registry or from this host's Docker engine."""
+directory, imported from the registry or from this host's Docker engine, by the tasks that
+need it or by a job ahead of their round."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from ...errors import UserError
 
@@ -38,3 +40,53 @@ class SquashfsImages:
                                 hint=f"start Docker and `docker pull {image}`, or import from "
                                      "the registry (--container-import registry)") from None
         return self._digests[image]
+
+
+class ImportAhead:
+    """The images the next round may need, imported by one CPU job while this round runs
+    (the Backend protocol's prefetch). The job takes the lock the round's tasks take, so a
+    task that needs an image under way waits for it instead of importing it again."""
+
+    def __init__(self, settings: Any, sched: Any, images: SquashfsImages,
+                 say: Callable[[str], None]):
+        self.s, self.sched, self.images, self.say = settings, sched, images, say
+        self.job: str | None = None
+
+    def submit(self, images: Sequence[str], tag: str) -> None:
+        """Drop the last list's job if it has not started, then submit one for these."""
+        self.drop(only_pending=True)
+        wanted = []
+        for image in images:
+            try:
+                uri, sqsh, _ = self.images.locate(image)
+            except UserError:
+                continue                  # the round that needs it says why
+            if not sqsh.exists():
+                wanted.append((str(sqsh), uri))
+        if not wanted:
+            return
+        from .scripts import TEMPLATES
+        where = self.s.shared_dir / "imports"
+        where.mkdir(parents=True, exist_ok=True)
+        script = where / f"{tag}-{len(list(where.glob('*.sh')))}.sh"
+        script.write_text(TEMPLATES.get_template("slurm-import.sh.j2").render(
+            name=f"bisect-ngc-import-{tag}", partition=self.s.partition or "",
+            account=self.s.account, qos=self.s.qos, time=self.s.time, extra=self.s.sbatch_args,
+            out=str(script.with_suffix(".out")), images=wanted))
+        try:
+            out = self.sched.run(["sbatch", "--parsable", str(script)], what="sbatch")
+        except UserError as exc:
+            self.say(f"could not import the next round's images ahead ({exc}); each task "
+                     "imports its own")
+            return
+        self.job = out.strip().split(";")[0]
+        self.say(f"importing {len(wanted)} image(s) the next round may need, in job {self.job}")
+
+    def drop(self, only_pending: bool = False) -> None:
+        """Cancel the job (with only_pending, only if it has not started)."""
+        if self.job is None:
+            return
+        state = self.sched.queue({self.job}).get(self.job, "") if only_pending else ""
+        if not only_pending or state == "PENDING":
+            self.sched.run(["scancel", self.job], what="scancel", may_fail=True)
+        self.job = None
