@@ -46,17 +46,18 @@ def tokens():
             push(client, tag, {"CUDA_VERSION": cuda, "NCCL_VERSION": "2.22.3"},
                  repo=f"127.0.0.1:5000/{repo}")
     server = token_server.TokenServer()
-    httpd = token_server.serve(server)
+    server.httpd = token_server.serve(server)     # a test may stop it and serve it again
     yield server
-    httpd.shutdown()
-    httpd.server_close()
+    server.httpd.shutdown()
+    server.httpd.server_close()
 
 
 @pytest.fixture
 def asked(tokens, tmp_path, monkeypatch):
     """A fresh record of token requests, and no login stored yet."""
     tokens.asked.clear()
-    tokens.stale_tokens = 0
+    tokens.stale_tokens, tokens.fail_with = 0, 0
+    tokens.no_token = tokens.other_scope = False
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
     return tokens.asked
 
@@ -128,3 +129,63 @@ def test_a_refused_api_key_and_a_missing_login_are_one_sentence(asked, tmp_path,
     code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
     assert code == 2 and "asks for a login to read" in err and "none is stored" in err, err
     assert [a.granted for a in asked][0] is False
+
+
+def test_what_went_wrong_with_a_token_is_told_apart(asked, tokens, tmp_path, run_cli):
+    """An outage is no refused login: each failure its own sentence, with the realm named."""
+    login(tmp_path)
+    cache = ["--cache-dir", tmp_path / "c"]
+    for setting, value, words in (
+            ("fail_with", 503, "the token service of 127.0.0.1:5001 (127.0.0.1:5002) answered 503"),
+            ("no_token", True, "answered something that is not a token"),
+            ("other_scope", True, "your login to 127.0.0.1:5001 has no access to"),
+            ("stale_tokens", 99, "did not accept the token its token service gave")):
+        setattr(tokens, setting, value)
+        code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
+        setattr(tokens, setting, type(value)())
+        assert code == 2 and words in err and "Traceback" not in err, (setting, err)
+        assert "refused the login" not in err
+    tokens.httpd.shutdown()
+    tokens.httpd.server_close()
+    try:
+        code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
+    finally:
+        tokens.httpd = token_server.serve(tokens)
+    assert code == 2 and "cannot reach the token service of 127.0.0.1:5001 (127.0.0.1:5002)" \
+        in err, err
+
+
+def test_only_the_config_docker_login_uses_counts(asked, tmp_path, monkeypatch, run_cli):
+    """$DOCKER_CONFIG stands in for ~/.docker as it does for docker: a stale key in the
+    home directory never takes the place of the right one, nor fills in for none."""
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    stale = base64.b64encode(f"{USER}:an-old-key".encode()).decode()
+    (home / ".docker" / "config.json").write_text(json.dumps({"auths": {HOST: {"auth": stale}}}))
+    monkeypatch.setenv("HOME", str(home))
+    login(tmp_path)
+    cache = ["--cache-dir", tmp_path / "c"]
+    for _ in range(3):
+        code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
+        assert code == 0, err
+    (tmp_path / "docker" / "config.json").write_text(json.dumps({"auths": {}}))
+    code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
+    assert code == 2 and "none is stored" in err, err
+    (tmp_path / "docker" / "config.json").write_text("{not json")
+    code, _, err = run_cli(["diff", *images(PRIVATE), *cache])
+    assert code == 2 and "cannot be read as docker login's config" in err, err
+    assert "Traceback" not in err
+
+
+def test_docker_hub_is_read_where_its_api_answers_with_the_login_docker_keeps(
+        tmp_path, monkeypatch):
+    from bisect_ngc.prebuilt.registry import Registry
+    from bisect_ngc.prebuilt.registry_login import login_config
+    assert Registry.reference("docker.io/library/ubuntu:22.04").registry == \
+        "registry-1.docker.io"
+    assert Registry.reference("index.docker.io/me/private:1").manifest_url().startswith(
+        "registry-1.docker.io/v2/me/private/manifests/")
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"auths": {"https://index.docker.io/v1/": {"auth": "bWU6cGF0"}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    assert login_config()["auths"]["registry-1.docker.io"] == {"auth": "bWU6cGF0"}

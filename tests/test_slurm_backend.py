@@ -616,3 +616,24 @@ def test_a_metric_bisection_runs_each_run_as_a_job_of_its_own(tmp_path, run_cli)
     assert len(values) >= 6 and len(set(values)) == len(values)     # every number measured
     jobs = {job.test_job for job in Store(tmp_path / "st").slurm_jobs(res["session"]).values()}
     assert len(jobs) == len(probes)                                  # a test job per run
+
+
+def test_the_import_ahead_script_quotes_a_hostile_image_name(tmp_path):
+    """The import job's script run by bash with a stand-in `enroot` that fails: the name
+    reaches enroot and both messages as it was written, and nothing in it runs."""
+    from bisect_ngc.backends.slurm.scripts import TEMPLATES
+    uri = f'docker://h:5000/a/b:1"$(touch {tmp_path}/PWNED)"'
+    sqsh = tmp_path / "it's shared" / "x.sqsh"
+    script = TEMPLATES.get_template("slurm-import.sh.j2").render(
+        name="n", partition="cpu", account=None, qos=None, time=None, extra=[],
+        out="o", images=[(str(sqsh), uri), (str(sqsh), uri)])
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "enroot").write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {tmp_path}/args\nexit 1\n')
+    (fake / "enroot").chmod(0o755)
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                         env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert run.returncode == 0, run.stderr       # a failed import is left to the tasks
+    assert run.stderr.count(f"bisect-ngc: could not import {uri} into {sqsh}") == 2
+    assert (tmp_path / "args").read_text().splitlines()[-1] == uri
+    assert not (tmp_path / "PWNED").exists()

@@ -262,55 +262,98 @@ def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_
 
 def test_the_next_round_s_images_are_imported_ahead_by_one_cpu_job(tmp_path):
     """The Backend protocol's prefetch on Slurm: one CPU job imports the images into the
-    shared directory, under the tasks' lock; an image already there asks for no job; a new
-    list cancels a job that has not started, and so does Ctrl-C (cancel)."""
+    shared directory, under the tasks' lock; an image already there asks for no job."""
+    ahead = ahead_backend(tmp_path)
+    said = ahead.said
+    _, sqsh, _ = ahead.images.locate(IMAGE)
+    try:
+        ahead.prefetch([IMAGE, "bisect-ngc-test/no-such-image:1"])   # the missing one is left
+        job, = ahead.ahead.jobs
+        assert said == [f"importing 1 image(s) the next round may need, in job {job}"]
+        end = time.monotonic() + 180
+        while not sqsh.exists():
+            assert time.monotonic() < end, "the import job did not import the image"
+            time.sleep(0.5)
+        out = "".join(p.read_text() for p in (tmp_path / "shared" / "imports").glob("*.out"))
+        assert f"importing dockerd://{IMAGE}" in out
+        ahead.prefetch([IMAGE])                      # there already: no job
+        assert len(said) == 1
+    finally:
+        scancel_imports()
+
+
+def test_an_import_ahead_never_outlives_what_it_was_for(tmp_path):
+    """A new list cancels the jobs that have not started and keeps one under way; an empty
+    list (the answer found, or a round of builds) and Ctrl-C cancel every one."""
+    import fcntl
+    try:
+        later = ahead_backend(tmp_path, "--begin=now+3600")     # jobs that cannot start yet
+        later.prefetch([IMAGE])
+        first, = later.ahead.jobs
+        later.prefetch([IMAGE])
+        second, = later.ahead.jobs
+        assert second != first and import_jobs() == {second: "PENDING"}
+        later.cancel()
+        assert not import_jobs() and later.ahead.jobs == []
+        later.prefetch([IMAGE])                      # after Ctrl-C: nothing more is asked
+        assert not import_jobs()
+
+        now = ahead_backend(tmp_path)
+        _, sqsh, _ = now.images.locate(IMAGE)
+        sqsh.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{sqsh}.lock", "a") as lock:      # held: a job starts, then waits
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            now.prefetch([IMAGE])
+            running, = now.ahead.jobs
+            wait_for(lambda: import_jobs().get(running) == "RUNNING")
+            now.prefetch([IMAGE])                    # under way: kept, and one more
+            assert running in now.ahead.jobs and len(now.ahead.jobs) == 2
+            now.prefetch([])
+            wait_for(lambda: not import_jobs())
+            assert now.ahead.jobs == []
+    finally:
+        scancel_imports()
+
+
+def ahead_backend(tmp_path: Path, *sbatch_args: str):
     from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
     from bisect_ngc.core.artifacts import ArtifactStore
     from bisect_ngc.core.recipes import Recipe
     from bisect_ngc.vcs.history import History, Worktrees
-    make_repo(tmp_path / "r", 4, 2)
+    if not (tmp_path / "r").exists():
+        make_repo(tmp_path / "r", 4, 2)
+    settings = SlurmSettings(runtime="enroot", image=IMAGE, container_import="dockerd",
+                             shared_dir=tmp_path / "shared", partition="cpu",
+                             sbatch_args=list(sbatch_args))
     said: list[str] = []
-
-    def backend(*sbatch_args: str) -> SlurmBackend:
-        settings = SlurmSettings(runtime="enroot", image=IMAGE, container_import="dockerd",
-                                 shared_dir=tmp_path / "shared", partition="cpu",
-                                 sbatch_args=list(sbatch_args))
-        b = SlurmBackend(Worktrees(History.open(str(tmp_path / "r"), tmp_path), tmp_path / "wt"),
-                         Recipe(build=None, test="true", image=IMAGE), settings=settings,
-                         store=Store(tmp_path / "st"),
-                         artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"),
-                         say=said.append)
-        b.session = "s-ahead"
-        return b
-
-    ahead = backend()
-    _, sqsh, _ = ahead.images.locate(IMAGE)
-    ahead.prefetch([IMAGE, "bisect-ngc-test/no-such-image:1"])   # the missing one is left
-    job = ahead.ahead.job
-    assert job and said == [f"importing 1 image(s) the next round may need, in job {job}"]
-    end = time.monotonic() + 180
-    while not sqsh.exists():
-        assert time.monotonic() < end, (tmp_path / "shared" / "imports").glob("*.out")
-        time.sleep(0.5)
-    out = "".join(p.read_text() for p in (tmp_path / "shared" / "imports").glob("*.out"))
-    assert f"importing dockerd://{IMAGE}" in out
-    ahead.prefetch([IMAGE])                      # there already: no job
-    assert ahead.ahead.job is None
-
-    sqsh.unlink()
-    later = backend("--begin=now+3600")          # a job that cannot start yet
-    later.prefetch([IMAGE])
-    first = later.ahead.job
-    assert first and first in my_jobs_named("bisect-ngc-import-")
-    later.prefetch([IMAGE])                      # a new list: the pending job goes
-    second = later.ahead.job
-    assert second != first and first not in my_jobs_named("bisect-ngc-import-")
-    later.cancel()                               # Ctrl-C: nothing left in the queue
-    assert second not in my_jobs_named("bisect-ngc-import-")
+    b = SlurmBackend(Worktrees(History.open(str(tmp_path / "r"), tmp_path), tmp_path / "wt"),
+                     Recipe(build=None, test="true", image=IMAGE), settings=settings,
+                     store=Store(tmp_path / "st"),
+                     artifacts=ArtifactStore(tmp_path / "shared" / "artifacts"), say=said.append)
+    b.session = "s-ahead"
+    b.said = said                                    # type: ignore[attr-defined]
+    return b
 
 
-def my_jobs_named(prefix: str) -> set[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True,
-                         text=True).stdout.split("\n")
-    return {line.split()[0].split("_")[0] for line in out if line.split()[1:2]
-            and line.split()[1].startswith(prefix)}
+def import_jobs() -> dict[str, str]:
+    """This test's import jobs in the queue: state by job id."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True,
+                         text=True).stdout
+    jobs = {}
+    for line in out.splitlines():
+        job, name, state = line.split()
+        if name.startswith("bisect-ngc-import-s-ahead"):
+            jobs[job.split("_")[0]] = state
+    return jobs
+
+
+def scancel_imports() -> None:
+    if import_jobs():
+        subprocess.run(["scancel", *import_jobs()], capture_output=True)
+
+
+def wait_for(condition, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.3)

@@ -7,18 +7,20 @@ user is `$oauthtoken`), or basic auth where the registry asks for it. Each confi
 by its digest, so only the manifest is read again."""
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import json
-import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from ..errors import UserError
+from .registry_login import (api_host, docker_config, logged_in, login_config,
+                             login_step_failed, quiet_oras, refused, unreachable)
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.index.v1+json",
@@ -32,10 +34,6 @@ REFERENCE_RE = re.compile(r"^([a-z0-9.-]+(?::\d+)?)/[a-z0-9._-]+(?:/[a-z0-9._-]+
                           r"(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
 
 
-def docker_config() -> Path:
-    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-
-
 class Registry:
     """Reads image configs; one per command (it keeps each repository's login)."""
 
@@ -47,6 +45,7 @@ class Registry:
                             hint="e.g. --platform linux/amd64 or linux/arm64/v8")
         self.platform = platform
         self._clients: dict[tuple[str, str], Any] = {}
+        self._seen: dict[int, collections.deque[requests.Response]] = {}   # by client
 
     @staticmethod
     def reference(image: str) -> Any:
@@ -57,7 +56,8 @@ class Registry:
         if not match or not ("." in host or ":" in host or host == "localhost"):
             raise UserError(f"'{image}' is not an image reference with its registry",
                             hint="e.g. nvcr.io/nvidia/pytorch:24.09-py3, or a release: 24.09")
-        return oras.container.Container(image)
+        host = match.group(1)
+        return oras.container.Container(api_host(host) + image[len(host):])
 
     def config(self, image: str) -> tuple[str, dict[str, Any]]:
         """The image's config digest and config, read without pulling a layer."""
@@ -102,14 +102,12 @@ class Registry:
         registry (the login is never sent to another host)."""
         if not link:
             return ""
-        if link.startswith("/"):
-            return f"{ref.registry}{link}"
-        where = link.split("://", 1)[-1]
-        if where.split("/", 1)[0] != ref.registry:
+        url = urljoin(f"http://{ref.tags_url()}", link)      # relative to the tag list
+        if urlsplit(url).netloc != ref.registry:
             raise UserError(f"{ref.registry} pointed its tag list at another host ({link})",
                             hint="the login is kept for its own registry; list the tags "
                                  "there")
-        return where
+        return url.split("://", 1)[1]
 
     def _platform(self, index: dict[str, Any], image: str) -> str:
         def name(entry: dict[str, Any]) -> str:
@@ -149,7 +147,8 @@ class Registry:
             client.auth.token = None         # a token that expired: ask for a new one, once
             response = self._request(client, ref, url, image, accept)
         if response.status_code in (401, 403):
-            raise _refused(client, ref.registry, image, response.status_code)
+            raise refused(client, ref.registry, image, response.status_code,
+                          response.headers.get("Www-Authenticate", ""))
         if response.status_code == 404:
             raise UserError(f"{image} is not in {ref.registry} (no such repository or tag)",
                             hint="check the tag; `bisect-ngc releases` lists NGC's")
@@ -158,31 +157,29 @@ class Registry:
                             hint="try again later")
         return response
 
-    @staticmethod
-    def _request(client: Any, ref: Any, url: str, image: str, accept: str | None
+    def _request(self, client: Any, ref: Any, url: str, image: str, accept: str | None
                  ) -> requests.Response:
         headers = {"Accept": accept} if accept else {}
+        seen = self._seen[id(client)]
+        seen.clear()                         # this request's answers, the token's among them
         # do_request answers 401 with the registry's login; its retry loop (minutes of
         # sleeps on any error) is left out: an error here is the user's to see at once.
         try:
             return type(client).do_request.__wrapped__(
                 client, f"{client.prefix}://{url}", "GET", headers=headers)
+        except requests.exceptions.JSONDecodeError:     # the token service's answer
+            raise login_step_failed(client, ref.registry, image, list(seen)) from None
         except requests.RequestException as exc:
-            raise UserError(f"could not read {image} from {ref.registry}: "
-                            f"{type(exc).__name__}",
-                            hint="check the name, the network and your login (docker login "
-                                 f"{ref.registry})") from None
-        except ValueError:                   # the token service refused the login
-            raise _refused(client, ref.registry, image, 401) from None
+            raise unreachable(ref.registry, image, exc) from None
+        except (ValueError, AttributeError, TypeError, KeyError):    # oras got no token
+            raise login_step_failed(client, ref.registry, image, list(seen)) from None
 
     def _client(self, ref: Any) -> Any:
         """oras' client for this repository: token registries scope a token to one."""
         key = (ref.registry, ref.api_prefix)
         if key not in self._clients:
             import oras.provider
-            # oras logs a refused token as an error of its own; the user gets ours
-            logging.getLogger("oras.logger").addFilter(
-                lambda record: record.levelno < logging.ERROR)
+            quiet_oras()
             host = ref.registry
             insecure = host.split(":")[0] in LOCAL_HOSTS       # plain http on this machine
             scheme = self._scheme(host, insecure)
@@ -190,9 +187,15 @@ class Registry:
             # every request of the client and of its login has a time limit
             client.session.request = functools.partial(client.session.request,
                                                        timeout=TIMEOUT_S)
-            config = docker_config()
-            client.auth.load_configs(ref, configs=[str(config)] if config.is_file() else [])
-            if scheme == "basic" and not getattr(client.auth, "_basic_auth", None):
+            seen = self._seen[id(client)] = collections.deque(maxlen=8)
+            client.session.hooks["response"].append(lambda r, *a, **k: seen.append(r))
+            client.auth._auth_config = login_config()
+            try:
+                client.auth.load_configs(ref)
+            except (KeyError, ValueError, AttributeError, TypeError):
+                raise UserError(f"the login for {host} in {docker_config()} cannot be read",
+                                hint=f"log in again with `docker login {host}`") from None
+            if scheme == "basic" and not logged_in(client):
                 raise UserError(f"{host} asks for a login and none is stored",
                                 hint=f"log in with `docker login {host}`")
             self._clients[key] = client
@@ -210,15 +213,6 @@ class Registry:
                                  "nothing was pulled") from None
         challenge = answer.headers.get("Www-Authenticate", "")
         return "basic" if challenge.lower().startswith("basic") else "token"
-
-
-def _refused(client: Any, host: str, image: str, status: int) -> UserError:
-    hint = (f"log in with `docker login {host}` (NGC: user $oauthtoken, your API key as the "
-            "password)")
-    if not getattr(client.auth, "_basic_auth", None):     # anonymous, as a token allows
-        return UserError(f"{host} asks for a login to read {image}, and none is stored",
-                         hint=hint)
-    return UserError(f"{host} refused the login for {image} ({status})", hint=hint)
 
 
 def _matches(body: bytes, digest: str) -> bool:

@@ -35,6 +35,9 @@ class Asked:
 class TokenServer:
     asked: list[Asked] = field(default_factory=list)
     stale_tokens: int = 0        # hand out this many tokens already expired first
+    fail_with: int = 0           # answer every request with this status (an outage)
+    no_token: bool = False       # answer 200 with no token in it
+    other_scope: bool = False    # grant the repository "elsewhere" instead of the one asked
 
     def token(self, user: str | None, scope: str) -> str:
         import jwt
@@ -49,7 +52,8 @@ class TokenServer:
         access = []
         kind, _, rest = scope.partition(":")
         name, _, actions = rest.rpartition(":")
-        if kind == "repository" and (user == USER or name.startswith("public/")):
+        name = "elsewhere" if self.other_scope else name
+        if kind == "repository" and (user == USER or rest.startswith("public/")):
             access = [{"type": kind, "name": name,
                        "actions": [a for a in actions.split(",") if a == "pull"]}]
         claims = {"iss": ISSUER, "sub": user or "", "aud": SERVICE, "iat": now, "nbf": now - 5,
@@ -58,6 +62,8 @@ class TokenServer:
                           headers={"x5c": chain})
 
     def answer(self, authorization: str, query: dict[str, list[str]]) -> tuple[int, dict]:
+        if self.fail_with:
+            return self.fail_with, {"details": "the service is down"}
         user = None
         if authorization.startswith("Basic "):
             user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
@@ -66,6 +72,8 @@ class TokenServer:
                 return 401, {"details": "incorrect username or password"}
         scope = " ".join(query.get("scope", []))
         self.asked.append(Asked(user, scope, True))
+        if self.no_token:
+            return 200, {"expires_in": 300}
         token = self.token(user, scope)
         return 200, {"token": token, "access_token": token, "expires_in": 300}
 

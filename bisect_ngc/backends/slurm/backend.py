@@ -368,7 +368,7 @@ class SlurmBackend(RoundTasks):
         return self._sbatch(script, []), script.with_suffix(".out")
 
     def prefetch(self, images: Sequence[str]) -> None:
-        if self.s.runtime in ("enroot", "pyxis"):
+        if self.s.runtime in ("enroot", "pyxis") and not self.cancelling:
             self.ahead.submit(images, self.job_tag)
 
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:

@@ -50,11 +50,12 @@ class ImportAhead:
     def __init__(self, settings: Any, sched: Any, images: SquashfsImages,
                  say: Callable[[str], None]):
         self.s, self.sched, self.images, self.say = settings, sched, images, say
-        self.job: str | None = None
+        self.jobs: list[str] = []       # every import job submitted and not yet cancelled
 
     def submit(self, images: Sequence[str], tag: str) -> None:
-        """Drop the last list's job if it has not started, then submit one for these."""
-        self.drop(only_pending=True)
+        """A new list: jobs that have not started go; a job under way may finish, unless
+        the list is empty (nothing more is needed ahead)."""
+        self.drop(only_pending=bool(images))
         wanted = []
         for image in images:
             try:
@@ -63,8 +64,17 @@ class ImportAhead:
                 continue                  # the round that needs it says why
             if not sqsh.exists():
                 wanted.append((str(sqsh), uri))
-        if not wanted:
-            return
+        if wanted:
+            try:
+                job = self._submit(wanted, tag)
+            except (UserError, OSError) as exc:
+                self.say(f"could not import the next round's images ahead ({exc}); each "
+                         "task imports its own")
+                return
+            self.jobs.append(job)
+            self.say(f"importing {len(wanted)} image(s) the next round may need, in job {job}")
+
+    def _submit(self, wanted: list[tuple[str, str]], tag: str) -> str:
         from .scripts import TEMPLATES
         where = self.s.shared_dir / "imports"
         where.mkdir(parents=True, exist_ok=True)
@@ -73,20 +83,16 @@ class ImportAhead:
             name=f"bisect-ngc-import-{tag}", partition=self.s.partition or "",
             account=self.s.account, qos=self.s.qos, time=self.s.time, extra=self.s.sbatch_args,
             out=str(script.with_suffix(".out")), images=wanted))
-        try:
-            out = self.sched.run(["sbatch", "--parsable", str(script)], what="sbatch")
-        except UserError as exc:
-            self.say(f"could not import the next round's images ahead ({exc}); each task "
-                     "imports its own")
-            return
-        self.job = out.strip().split(";")[0]
-        self.say(f"importing {len(wanted)} image(s) the next round may need, in job {self.job}")
+        out = self.sched.run(["sbatch", "--parsable", str(script)], what="sbatch")
+        return out.strip().split(";")[0]
 
     def drop(self, only_pending: bool = False) -> None:
-        """Cancel the job (with only_pending, only if it has not started)."""
-        if self.job is None:
+        """Cancel the jobs (with only_pending, those that have not started)."""
+        if not self.jobs:
             return
-        state = self.sched.queue({self.job}).get(self.job, "") if only_pending else ""
-        if not only_pending or state == "PENDING":
-            self.sched.run(["scancel", self.job], what="scancel", may_fail=True)
-        self.job = None
+        queued = self.sched.queue(set(self.jobs))
+        states = {j: queued.get(j) or queued.get(f"{j}_0") for j in self.jobs}  # an array of one
+        gone = [j for j in self.jobs if not only_pending or states[j] == "PENDING"]
+        if gone:
+            self.sched.run(["scancel", *gone], what="scancel", may_fail=True)
+        self.jobs = [j for j in self.jobs if j not in gone and states[j]]
