@@ -637,3 +637,16 @@ def test_the_import_ahead_script_quotes_a_hostile_image_name(tmp_path):
     assert run.stderr.count(f"bisect-ngc: could not import {uri} into {sqsh}") == 2
     assert (tmp_path / "args").read_text().splitlines()[-1] == uri
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_an_import_ahead_that_cannot_write_its_script_is_only_said(tmp_path):
+    from bisect_ngc.backends.slurm.images import ImportAhead, SquashfsImages
+    from bisect_ngc.backends.slurm.queue import Scheduler
+    (tmp_path / "imports").write_text("a file where the directory would go")
+    said: list[str] = []
+    settings = SlurmSettings(runtime="enroot", image="h:5000/a/b:1", shared_dir=tmp_path)
+    ahead = ImportAhead(settings, Scheduler(), SquashfsImages(tmp_path, "registry"),
+                        said.append)
+    ahead.submit(["h:5000/a/b:1"], "tag")
+    assert ahead.jobs == [] and len(said) == 1
+    assert said[0].startswith("could not import the next round's images ahead")
