@@ -190,8 +190,8 @@ def test_while_a_round_of_images_runs_the_next_round_s_images_are_prefetched(tmp
     backend = ScriptedBackend(by_index(40))
     order: list[tuple[str, object]] = []
     prefetch, run_round = backend.prefetch, backend.run_round
-    backend.prefetch = lambda images: (order.append(("prefetch", list(images))),
-                                       prefetch(images))[1]
+    backend.prefetch = lambda images, done=False: (
+        order.append(("prefetch", list(images))), prefetch(images, done=done))[1]
     backend.run_round = lambda reqs, on_phase: (order.append(("run", [r.index for r in reqs])),
                                                 run_round(reqs, on_phase))[1]
     Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"), backend, Settings(),
@@ -203,6 +203,7 @@ def test_while_a_round_of_images_runs_the_next_round_s_images_are_prefetched(tmp
     for later in runs[1:]:
         images = {f"img{i}" for i in later if i in at[1:-1]}     # past the endpoints
         assert not images or any(images <= f for f in fetched), (later, fetched)
+    assert backend.prefetch_done           # the answer found: nothing more is fetched
     again = ScriptedBackend(by_index(40))      # every verdict cached: no image is pulled
     Bisection(Store(tmp_path / "st"), span, Recipe(build=None, test="t"), again, Settings(),
               tiers=tiers, images=ImageEvidence(tiers, span.candidates, jobs=1)).run()

@@ -184,6 +184,11 @@ def test_a_tag_list_never_sends_the_login_to_another_host():
     ref = Registry.reference(f"{HOST}/r:latest")
     assert Registry._next_page(ref, "/v2/r/tags/list?last=x") == f"{HOST}/v2/r/tags/list?last=x"
     assert Registry._next_page(ref, "list?last=y") == f"{HOST}/v2/r/tags/list?last=y"
+    assert Registry._next_page(ref, f"{HOST}/v2/r/tags/list?last=z") == \
+        f"{HOST}/v2/r/tags/list?last=z"                    # named without its scheme
+    nvcr = Registry.reference("nvcr.io/nvidia/pytorch:latest")
+    assert Registry._next_page(nvcr, "https://NVCR.IO:443/v2/nvidia/pytorch/tags/list?n=9") \
+        == "nvcr.io/v2/nvidia/pytorch/tags/list?n=9"
     assert Registry._next_page(ref, f"http://{HOST}/v2/r/tags/list?n=2") == \
         f"{HOST}/v2/r/tags/list?n=2"
     with pytest.raises(UserError, match="another host"):

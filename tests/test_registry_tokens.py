@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 
@@ -189,3 +190,66 @@ def test_docker_hub_is_read_where_its_api_answers_with_the_login_docker_keeps(
         {"auths": {"https://index.docker.io/v1/": {"auth": "bWU6cGF0"}}}))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     assert login_config()["auths"]["registry-1.docker.io"] == {"auth": "bWU6cGF0"}
+
+
+def answer(url: str, status: int, challenge: str = "") -> requests.Response:
+    """A registry's or token service's answer, as the client's response hook saw it."""
+    got = requests.Response()
+    got.url, got.status_code = url, status
+    if challenge:
+        got.headers["Www-Authenticate"] = challenge
+    return got
+
+
+def test_a_token_service_on_the_registry_s_own_host_is_told_from_the_registry():
+    """As ghcr.io, quay.io and Harbor serve it: the realm is known by its URL, not its host;
+    an answer from elsewhere (storage a read was sent to) is no token service's."""
+    from types import SimpleNamespace
+    from bisect_ngc.prebuilt.registry_login import login_step_failed, refused, unreachable
+    client = SimpleNamespace(auth=SimpleNamespace(_basic_auth="dTpw"))
+    challenge = 'Bearer realm="https://r.io/token",service="r.io"'
+    first = answer("https://r.io/v2/a/b/manifests/1", 401, challenge)
+    for status, words in ((503, "the token service of r.io (r.io) answered 503"),
+                          (200, "answered something that is not a token"),
+                          (401, "r.io refused the login")):
+        seen = [first, answer("https://r.io/token?service=r.io&scope=x", status)]
+        assert words in str(login_step_failed(client, "r.io", "r.io/a/b:1", seen))
+    proxy = answer("https://r.io/v2/a/b/manifests/1", 403)          # no challenge at all
+    assert "refused the login for r.io/a/b:1 (403)" in str(
+        login_step_failed(client, "r.io", "r.io/a/b:1", [proxy]))
+    anonymous = SimpleNamespace(auth=SimpleNamespace())
+    assert "(invalid_token)" in str(refused(anonymous, "r.io", "r.io/a/b:1", 401,
+                                            'Bearer realm="x",error="invalid_token"'))
+    down = requests.ConnectionError(
+        request=requests.Request("GET", "https://s3.example/b").prepare())
+    assert "cannot reach the storage s3.example that r.io sent" in str(
+        unreachable("r.io", "r.io/a/b:1", down, [first]))
+    realm_down = requests.ConnectionError(
+        request=requests.Request("GET", "https://r.io/token?scope=x").prepare())
+    assert "cannot reach the token service of r.io (r.io)" in str(
+        unreachable("r.io", "r.io/a/b:1", realm_down, [first]))
+
+
+def test_a_docker_hub_login_in_a_credential_store_is_asked_where_docker_keeps_it(
+        tmp_path, monkeypatch):
+    import oras.provider
+    from bisect_ngc.prebuilt.registry import Registry
+    from bisect_ngc.prebuilt.registry_login import load_login, logged_in
+    helper = tmp_path / "bin" / "docker-credential-t"
+    helper.parent.mkdir()
+    helper.write_text('#!/bin/bash\nread host; echo "$host" >> "$(dirname "$0")/asked"\n'
+                      'if [ "$host" = https://index.docker.io/v1/ ]; then\n'
+                      '  echo \'{"Username": "me", "Secret": "pat"}\'; exit 0; fi\n'
+                      'echo "credentials not found in native keychain"; exit 1\n')
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{helper.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    for config in ({"credsStore": "t"}, {"credHelpers": {"https://index.docker.io/v1/": "t"}}):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        ref = Registry.reference("docker.io/me/private:1")
+        client = oras.provider.Registry(ref.registry, auth_backend="token")
+        load_login(client, ref)
+        assert logged_in(client), config
+    assert "https://index.docker.io/v1/" in (helper.parent / "asked").read_text()
+    assert Registry.reference("docker.io/ubuntu:22.04").manifest_url() == \
+        "registry-1.docker.io/v2/library/ubuntu/manifests/22.04"

@@ -629,7 +629,8 @@ def test_the_import_ahead_script_quotes_a_hostile_image_name(tmp_path):
         out="o", images=[(str(sqsh), uri), (str(sqsh), uri)])
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "enroot").write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {tmp_path}/args\nexit 1\n')
+    (fake / "enroot").write_text(
+        f'#!/bin/bash\nprintf "%s\\n" "$@" > {tmp_path}/args\nexit 1\n')
     (fake / "enroot").chmod(0o755)
     run = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                          env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))

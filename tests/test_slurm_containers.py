@@ -283,18 +283,19 @@ def test_the_next_round_s_images_are_imported_ahead_by_one_cpu_job(tmp_path):
 
 
 def test_an_import_ahead_never_outlives_what_it_was_for(tmp_path):
-    """A new list cancels the jobs that have not started and keeps one under way; an empty
-    list (the answer found, or a round of builds) and Ctrl-C cancel every one."""
+    """A new list cancels the jobs that have not started and keeps one under way (a round
+    may need it); the session's end and Ctrl-C cancel every one."""
     import fcntl
     try:
         later = ahead_backend(tmp_path, "--begin=now+3600")     # jobs that cannot start yet
         later.prefetch([IMAGE])
-        first, = later.ahead.jobs
+        first = later.ahead.jobs[-1]
         later.prefetch([IMAGE])
-        second, = later.ahead.jobs
-        assert second != first and import_jobs() == {second: "PENDING"}
+        second = later.ahead.jobs[-1]
+        assert second != first
+        wait_for(lambda: import_jobs() == {second: "PENDING"})
         later.cancel()
-        assert not import_jobs() and later.ahead.jobs == []
+        wait_for(lambda: not import_jobs())
         later.prefetch([IMAGE])                      # after Ctrl-C: nothing more is asked
         assert not import_jobs()
 
@@ -304,13 +305,13 @@ def test_an_import_ahead_never_outlives_what_it_was_for(tmp_path):
         with open(f"{sqsh}.lock", "a") as lock:      # held: a job starts, then waits
             fcntl.flock(lock, fcntl.LOCK_EX)
             now.prefetch([IMAGE])
-            running, = now.ahead.jobs
+            running = now.ahead.jobs[-1]
             wait_for(lambda: import_jobs().get(running) == "RUNNING")
-            now.prefetch([IMAGE])                    # under way: kept, and one more
-            assert running in now.ahead.jobs and len(now.ahead.jobs) == 2
-            now.prefetch([])
+            now.prefetch([])                         # a round with nothing ahead: kept
+            time.sleep(2)
+            assert import_jobs().get(running) == "RUNNING"
+            now.prefetch([], done=True)              # the answer is found
             wait_for(lambda: not import_jobs())
-            assert now.ahead.jobs == []
     finally:
         scancel_imports()
 

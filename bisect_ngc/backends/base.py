@@ -124,7 +124,7 @@ class ThreadedRounds:
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         return []           # these backends run commands, not scripts they render
 
-    def prefetch(self, images: Sequence[str]) -> None:
+    def prefetch(self, images: Sequence[str], *, done: bool = False) -> None:
         return None         # no images to get, unless a backend says otherwise
 
     def build_trees(self, slot: int) -> list[Path]:

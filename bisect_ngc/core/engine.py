@@ -162,7 +162,7 @@ class Bisection:
                 self._follow_narrowing(verdicts)
                 tier, step = self.plan(verdicts)
                 if isinstance(step, Result):
-                    self.backend.prefetch([])        # nothing more to get ahead
+                    self.backend.prefetch([], done=True)    # nothing more to get
                     step, rnd = verified(self, sid, rnd, self._paired(step))
                     result = self.result(step)
                     self.store.set_status(sid, SessionStatus(step.status.value), result)

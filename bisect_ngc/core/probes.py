@@ -179,9 +179,11 @@ class Backend(Protocol):
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:
         """The scripts it would run for these probes, as (name, text), where it renders any."""
 
-    def prefetch(self, images: Sequence[str]) -> None:
+    def prefetch(self, images: Sequence[str], *, done: bool = False) -> None:
         """Start getting these images in the background (the next round's likely ones),
-        where it has images to get; a failure is left for the probe that needs one."""
+        where it has images to get; a failure is left for the probe that needs one. A new
+        list drops what had not started; done: the session needs no more images, so stop
+        what is under way too, where the backend can."""
 
 
 class Cancelled(Exception):

@@ -19,8 +19,8 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from ..errors import UserError
-from .registry_login import (api_host, docker_config, logged_in, login_config,
-                             login_step_failed, quiet_oras, refused, unreachable)
+from .registry_login import (api_name, load_login, logged_in, login_step_failed, quiet_oras,
+                             refused, same_host, unreachable)
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.index.v1+json",
@@ -56,8 +56,7 @@ class Registry:
         if not match or not ("." in host or ":" in host or host == "localhost"):
             raise UserError(f"'{image}' is not an image reference with its registry",
                             hint="e.g. nvcr.io/nvidia/pytorch:24.09-py3, or a release: 24.09")
-        host = match.group(1)
-        return oras.container.Container(api_host(host) + image[len(host):])
+        return oras.container.Container(api_name(image, host))
 
     def config(self, image: str) -> tuple[str, dict[str, Any]]:
         """The image's config digest and config, read without pulling a layer."""
@@ -102,12 +101,15 @@ class Registry:
         registry (the login is never sent to another host)."""
         if not link:
             return ""
+        if link.lower().startswith(ref.registry.lower() + "/"):
+            link = f"http://{link}"                            # named without its scheme
         url = urljoin(f"http://{ref.tags_url()}", link)      # relative to the tag list
-        if urlsplit(url).netloc != ref.registry:
+        if not same_host(urlsplit(url), ref.registry):
             raise UserError(f"{ref.registry} pointed its tag list at another host ({link})",
                             hint="the login is kept for its own registry; list the tags "
                                  "there")
-        return url.split("://", 1)[1]
+        parts = urlsplit(url)
+        return ref.registry + parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _platform(self, index: dict[str, Any], image: str) -> str:
         def name(entry: dict[str, Any]) -> str:
@@ -146,6 +148,10 @@ class Registry:
         if response.status_code == 401 and getattr(client.auth, "token", None):
             client.auth.token = None         # a token that expired: ask for a new one, once
             response = self._request(client, ref, url, image, accept)
+        if not same_host(urlsplit(response.url), ref.registry) and response.status_code != 200:
+            raise UserError(f"the storage {urlsplit(response.url).netloc} that {ref.registry} "
+                            f"sent the read of {image} to answered {response.status_code}",
+                            hint="try again later")
         if response.status_code in (401, 403):
             raise refused(client, ref.registry, image, response.status_code,
                           response.headers.get("Www-Authenticate", ""))
@@ -170,7 +176,7 @@ class Registry:
         except requests.exceptions.JSONDecodeError:     # the token service's answer
             raise login_step_failed(client, ref.registry, image, list(seen)) from None
         except requests.RequestException as exc:
-            raise unreachable(ref.registry, image, exc) from None
+            raise unreachable(ref.registry, image, exc, list(seen)) from None
         except (ValueError, AttributeError, TypeError, KeyError):    # oras got no token
             raise login_step_failed(client, ref.registry, image, list(seen)) from None
 
@@ -189,12 +195,7 @@ class Registry:
                                                        timeout=TIMEOUT_S)
             seen = self._seen[id(client)] = collections.deque(maxlen=8)
             client.session.hooks["response"].append(lambda r, *a, **k: seen.append(r))
-            client.auth._auth_config = login_config()
-            try:
-                client.auth.load_configs(ref)
-            except (KeyError, ValueError, AttributeError, TypeError):
-                raise UserError(f"the login for {host} in {docker_config()} cannot be read",
-                                hint=f"log in again with `docker login {host}`") from None
+            load_login(client, ref)
             if scheme == "basic" and not logged_in(client):
                 raise UserError(f"{host} asks for a login and none is stored",
                                 hint=f"log in with `docker login {host}`")

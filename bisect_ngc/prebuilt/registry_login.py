@@ -21,8 +21,22 @@ def docker_config() -> Path:
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
 
 
-def api_host(host: str) -> str:
-    return HUB_API if host in HUB_NAMES else host
+def api_name(image: str, host: str) -> str:
+    """The image as the registry's API knows it: Docker Hub's on its API host, a one-part
+    name of it under library/ (docker.io/ubuntu is docker.io/library/ubuntu)."""
+    if host not in HUB_NAMES:
+        return image
+    rest = image[len(host) + 1:]
+    path = re.split(r"[:@]", rest, maxsplit=1)[0]
+    return f"{HUB_API}/{'library/' if '/' not in path else ''}{rest}"
+
+
+def same_host(url: Any, host: str) -> bool:
+    """Whether a split URL is on host[:port] (case aside, a default port spelled out)."""
+    name, _, port = host.lower().partition(":")
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.hostname or "") == name and (url.port or default) == (int(port) if port
+                                                                     else default)
 
 
 def login_config() -> dict[str, Any]:
@@ -41,11 +55,22 @@ def login_config() -> dict[str, Any]:
         raise UserError(f"{path} cannot be read as docker login's config",
                         hint="fix it, or move it away and `docker login` again")
     auths, helpers = dict(data.get("auths") or {}), dict(data.get("credHelpers") or {})
-    for table in (auths, helpers):
-        for name in (HUB_LOGIN, *HUB_NAMES):
-            if name in table:
-                table.setdefault(HUB_API, table[name])
+    for name in (HUB_LOGIN, *HUB_NAMES):     # a helper is asked under HUB_LOGIN (registry.py)
+        if name in auths and (auths[name] or {}).get("auth"):
+            auths.setdefault(HUB_API, auths[name])
     return {"auths": auths, "credsStore": data.get("credsStore"), "credHelpers": helpers}
+
+
+def load_login(client: Any, ref: Any) -> None:
+    """The client's login for ref's registry, as `docker login` stored it."""
+    client.auth._auth_config = login_config()
+    try:
+        client.auth.load_configs(ref)
+        if ref.registry == HUB_API and not logged_in(client):
+            client.auth._load_auth(HUB_LOGIN)         # where `docker login` keeps Hub's
+    except (KeyError, ValueError, AttributeError, TypeError):
+        raise UserError(f"the login for {ref.registry} in {docker_config()} cannot be read",
+                        hint=f"log in again with `docker login {ref.registry}`") from None
 
 
 def quiet_oras() -> None:
@@ -62,11 +87,26 @@ def logged_in(client: Any) -> bool:
     return bool(getattr(client.auth, "_basic_auth", None))
 
 
+def realm_of(seen: list[Any]) -> str:
+    """The token service's URL, from the registry's challenge among these answers."""
+    for answer in seen:
+        found = re.search(r'realm="([^"]+)"', answer.headers.get("Www-Authenticate", ""))
+        if found:
+            return found.group(1)
+    return ""
+
+
 def login_step_failed(client: Any, host: str, image: str, seen: list[Any]) -> UserError:
     """oras could not get a token: the token service's last answer says why."""
-    realm = next((r for r in reversed(seen) if urlsplit(r.url).netloc != host), None)
-    if realm is None or realm.status_code in (401, 403):
-        return refused(client, host, image, realm.status_code if realm is not None else 401)
+    realm_url = realm_of(seen)
+    realm = next((r for r in reversed(seen)
+                  if realm_url and r.url.split("?", 1)[0] == realm_url), None)
+    if realm is None:                    # turned away with no token service to ask
+        last = seen[-1] if seen else None
+        return refused(client, host, image, last.status_code if last is not None else 401,
+                       last.headers.get("Www-Authenticate", "") if last is not None else "")
+    if realm.status_code in (401, 403):
+        return refused(client, host, image, realm.status_code)
     where = urlsplit(realm.url).netloc
     if realm.status_code == 200:
         return UserError(f"the token service of {host} ({where}) answered something that "
@@ -76,13 +116,16 @@ def login_step_failed(client: Any, host: str, image: str, seen: list[Any]) -> Us
                      f"for {image}", hint="try again later; your login was not refused")
 
 
-def unreachable(host: str, image: str, exc: Exception) -> UserError:
+def unreachable(host: str, image: str, exc: Exception, seen: list[Any]) -> UserError:
     url = getattr(getattr(exc, "request", None), "url", None) or ""
-    where = urlsplit(url).netloc
-    if where and where != host:
+    where, realm = urlsplit(url).netloc, realm_of(seen)
+    if realm and url.split("?", 1)[0] == realm:
         return UserError(f"cannot reach the token service of {host} ({where}) for {image}: "
                          f"{type(exc).__name__}",
                          hint="check the network (a proxy, a VPN); nothing was pulled")
+    if where and not same_host(urlsplit(url), host):
+        return UserError(f"cannot reach the storage {where} that {host} sent the read of "
+                         f"{image} to: {type(exc).__name__}", hint="try again later")
     return UserError(f"could not read {image} from {host}: {type(exc).__name__}",
                      hint=f"check the name, the network and your login (docker login {host})")
 
@@ -93,6 +136,9 @@ def refused(client: Any, host: str, image: str, status: int, challenge: str = ""
     hint = (f"log in with `docker login {host}` (NGC: user $oauthtoken, your API key as the "
             "password)")
     error = (re.search(r'error="([^"]+)"', challenge) or [None, ""])[1]
+    if error == "invalid_token":
+        return UserError(f"{host} did not accept the token its token service gave for "
+                         f"{image} (invalid_token)", hint="try again later")
     if not logged_in(client):
         return UserError(f"{host} asks for a login to read {image}, and none is stored",
                          hint=hint)
@@ -100,7 +146,4 @@ def refused(client: Any, host: str, image: str, status: int, challenge: str = ""
         return UserError(f"your login to {host} has no access to {image} "
                          "(insufficient_scope)", hint="check that your key's org or team may "
                                                       "pull it, or log in as one that may")
-    if error == "invalid_token":
-        return UserError(f"{host} did not accept the token its token service gave for "
-                         f"{image} (invalid_token)", hint="try again later")
     return UserError(f"{host} refused the login for {image} ({status})", hint=hint)

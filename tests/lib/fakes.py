@@ -16,6 +16,7 @@ class ScriptedBackend:
         self.probed: list[int] = []
         self.cancelled = 0
         self.prefetched: list[list[str]] = []
+        self.prefetch_done = False
 
     def describe(self):
         return {"backend": self.name}
@@ -32,8 +33,9 @@ class ScriptedBackend:
     def containers(self):
         return None
 
-    def prefetch(self, images):
+    def prefetch(self, images, *, done=False):
         self.prefetched.append(list(images))
+        self.prefetch_done = done
 
     def dry_run(self, requests):
         return []

@@ -121,8 +121,8 @@ class DockerBackend(ThreadedRounds):
             self.say(f"{ref}: pulled in the background during the last round")
         return ensure_image(self.client, ref, self.say)
 
-    def prefetch(self, images: Sequence[str]) -> None:
-        if not self.cancelled.is_set():
+    def prefetch(self, images: Sequence[str], *, done: bool = False) -> None:
+        if not self.cancelled.is_set():         # a pull under way finishes: one thread
             self._prefetch.start(images)
 
     def _usable_ulimits(self, image_id: str) -> list[Ulimit]:

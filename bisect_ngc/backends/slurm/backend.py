@@ -367,8 +367,10 @@ class SlurmBackend(RoundTasks):
                                   time_limit=time_limit)
         return self._sbatch(script, []), script.with_suffix(".out")
 
-    def prefetch(self, images: Sequence[str]) -> None:
-        if self.s.runtime in ("enroot", "pyxis") and not self.cancelling:
+    def prefetch(self, images: Sequence[str], *, done: bool = False) -> None:
+        if done:
+            self.ahead.drop()
+        elif self.s.runtime in ("enroot", "pyxis") and not self.cancelling:
             self.ahead.submit(images, self.job_tag)
 
     def dry_run(self, requests: Sequence[ProbeRequest]) -> list[tuple[str, str]]:

@@ -51,11 +51,12 @@ class ImportAhead:
                  say: Callable[[str], None]):
         self.s, self.sched, self.images, self.say = settings, sched, images, say
         self.jobs: list[str] = []       # every import job submitted and not yet cancelled
+        self.tag = ""                   # names this session's import jobs
 
     def submit(self, images: Sequence[str], tag: str) -> None:
-        """A new list: jobs that have not started go; a job under way may finish, unless
-        the list is empty (nothing more is needed ahead)."""
-        self.drop(only_pending=bool(images))
+        """A new list: jobs that have not started go; a job under way may finish."""
+        self.drop(only_pending=True)
+        self.tag = tag
         wanted = []
         for image in images:
             try:
@@ -87,12 +88,13 @@ class ImportAhead:
         return out.strip().split(";")[0]
 
     def drop(self, only_pending: bool = False) -> None:
-        """Cancel the jobs (with only_pending, those that have not started)."""
-        if not self.jobs:
-            return
-        queued = self.sched.queue(set(self.jobs))
-        states = {j: queued.get(j) or queued.get(f"{j}_0") for j in self.jobs}  # an array of one
-        gone = [j for j in self.jobs if not only_pending or states[j] == "PENDING"]
-        if gone:
-            self.sched.run(["scancel", *gone], what="scancel", may_fail=True)
-        self.jobs = [j for j in self.jobs if j not in gone and states[j]]
+        """Cancel the jobs (with only_pending, those that have not started: one scancel,
+        so none starts between a look at the queue and the cancel)."""
+        if self.jobs:
+            states = ["--state=PENDING"] if only_pending else []
+            self.sched.run(["scancel", *states, *self.jobs], what="scancel", may_fail=True)
+        if not only_pending and self.tag:      # one submitted as Ctrl-C came, by its name
+            self.sched.run(["scancel", f"--name=bisect-ngc-import-{self.tag}"],
+                           what="scancel", may_fail=True)
+        if not only_pending:
+            self.jobs = []
