@@ -147,11 +147,11 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     """Like old or like new by the sequential test at error rates alpha (default p), when the
     commit's trimmed mean also lies near that side (within a quarter of the shift, or three
     standard errors of the difference); like neither when eight or more runs differ from
-    both sides at p / 100 and lie a quarter of the shift or more from each (a finding, so
-    it needs more than a decision); unknown while neither holds. All three samples on one
-    scale (see judge); `st`: the machine's two states, if it has them (see seq.states),
-    and then `old` and `new` already folded (`corrected`: folding twice can move a whole
-    side down a gap)."""
+    both sides at p / 100 (trimmed means, with the noise the sequential test uses) and lie
+    a quarter of the shift or more from each (a finding, so it needs more than a decision);
+    unknown while neither holds. All three samples on one scale (see judge); `st`: the
+    machine's two states, if it has them (see seq.states), and then `old` and `new` already
+    folded (`corrected`: folding twice can move a whole side down a gap)."""
     if not x or not old or not new:
         return Call.UNKNOWN
     lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]
@@ -183,8 +183,9 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
         if all(seq.far_from(x, loc, st) >= seq.wald(rule.p / 100) for loc in (lo_loc, hi_loc)):
             return Call.NEITHER
         return Call.UNKNOWN
+    dof = sum(len(g) - 1 for g in (old, new, x) if len(g) > 1)
     if min(abs(mid - lo_loc), abs(mid - hi_loc)) >= width / 4 and \
-            all(seq.interval(side, mine, rule.p / 100)[3] <= rule.p / 100
+            all(seq.shifted(side, mine, s, max(dof, 1), rule.p / 100)[3] <= rule.p / 100
                 for side in (old, new)):
         return Call.NEITHER
     return Call.UNKNOWN
@@ -257,16 +258,19 @@ def settled_at(n: int, samples: Mapping[int, Sample], rule: Rule
 
 
 def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-          rule: Rule, decided: Difference | None = None) -> Judgement:
+          rule: Rule, decided: Difference | None = None, keep: int = 0) -> Judgement:
     """`samples[i]`: what was measured at candidate i; `attempts[i]`: its runs so far, the
     failed ones included; `decided`: the endpoints' difference once made (`settled`). A
     commit with no number after NO_NUMBER_TRIES runs is a skip; one still unknown at
     max_runs is unresolved (a skip that keeps its numbers). A commit is compared with the
     numbers of the commits already judged like old and like new from the rounds that
     measured it. Endpoints still unknown when neither may run more are "unknown" with no
-    more runs: inconclusive, never "same"."""
+    more runs: inconclusive, never "same". `keep`: runs of each endpoint that deciding the
+    endpoints leaves unspent (a split part's end keeps them for its own pair, which
+    `confirmation.confirm` checks by runs side by side). A commit still unknown is like
+    neither also when it is so against the endpoints alone."""
     ends = (0, n - 1)
-    early = _endpoints_first(n, samples, attempts, rule, decided)
+    early = _endpoints_first(n, samples, attempts, rule, decided, keep)
     if isinstance(early, Judgement):
         return early
     diff = early
@@ -284,7 +288,15 @@ def judge(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
                 verdicts[i] = Verdict.SKIP
             continue
         x, old, new = corrected(sample, references(samples, verdicts), positive, st)
-        calls[i] = call = classify(numbers(x), old, new, rule, rule.search_alpha, st)
+        call = classify(numbers(x), old, new, rule, rule.search_alpha, st)
+        if call is Call.UNKNOWN and len(sample) >= NEITHER_RUNS:
+            # a side's other commits were called at the search's error rate (one like
+            # neither among them pulls it over); the endpoints are theirs by definition
+            x, old, new = corrected(sample, {Verdict.PASS: samples[0],
+                                             Verdict.FAIL: samples[n - 1]}, positive, st)
+            if classify(numbers(x), old, new, rule, rule.search_alpha, st) is Call.NEITHER:
+                call = Call.NEITHER
+        calls[i] = call
         if call is Call.LIKE_OLD:
             verdicts[i] = Verdict.PASS
         elif call is Call.LIKE_NEW:
@@ -346,7 +358,8 @@ def drift(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict]) -> dic
 
 
 def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-                     rule: Rule, decided: Difference | None) -> Judgement | Difference:
+                     rule: Rule, decided: Difference | None, keep: int = 0
+                     ) -> Judgement | Difference:
     """The endpoints' judgement while they are not known to differ, else their difference."""
     ends = (0, n - 1)
     retry = tuple(i for i in ends if not samples.get(i) and
@@ -359,14 +372,15 @@ def _endpoints_first(n: int, samples: Mapping[int, Sample], attempts: Mapping[in
                           n - 1: Verdict.SKIP if n - 1 in unusable else Verdict.FAIL})
     shared = together(samples[0], samples[n - 1])
     diff = decided or endpoints(*shared, rule)
-    if diff.call == "unknown" and all(attempts.get(i, 0) >= rule.max_runs for i in ends) \
+    limit = rule.max_runs - keep
+    if diff.call == "unknown" and all(attempts.get(i, 0) >= limit for i in ends) \
             and sum(map(len, shared)) < len(samples[0]) + len(samples[n - 1]):
         wide = every_round(samples[0], samples[n - 1], rule)
         if wide.call == "differ":       # a part's ends: what it names is confirmed by
             diff = wide                 # pairs measured side by side (confirm)
     if diff.call != "differ":
         more = () if diff.call == "same" else \
-            tuple(i for i in ends if attempts.get(i, 0) < rule.max_runs)
+            tuple(i for i in ends if attempts.get(i, 0) < limit)
         return Judgement(more=more, difference=diff)
     return diff
 

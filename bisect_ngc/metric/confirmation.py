@@ -64,14 +64,15 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
 
 
 def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],
-            rule: Rule, verdicts: Mapping[int, Verdict], fresh_ends: bool = True
-            ) -> Result | tuple[int, ...]:
+            rule: Rule, verdicts: Mapping[int, Verdict], fresh_ends: bool = True,
+            offset: int = 0) -> Result | tuple[int, ...]:
     """The answer's own evidence, fresh: each commit of the pair (last old, first new) that
     is not an endpoint is called the same way again by runs taken after its decision
     (`fresh_call`), and the pair differs (`pair`), an endpoint with its runs after the
     endpoints' decision (`fresh_ends`; a part of a range split by segments.plan has ends
     compared side by side since its split). Returns the result (ambiguous, with the
-    numbers, if that fails within --max-runs), or the commits that need more runs."""
+    numbers, if that fails within --max-runs), or the commits that need more runs.
+    `offset`: where a part's commit 0 is in the whole range (the words name the range's)."""
     if found.status is not Status.FOUND or found.last_old is None or found.first_new is None:
         return found
     lo, hi = found.last_old, found.first_new
@@ -94,7 +95,8 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
         return more
     return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
                   new_outcome=found.new_outcome, skipped=found.skipped,
-                  explanation=f"the search ends between #{lo} and #{hi}, but fresh runs of "
+                  explanation=f"the search ends between #{lo + offset} and #{hi + offset}, "
+                              "but fresh runs of "
                               f"them do not keep them apart" +
                               (f": {d.describe(rule)}" if d else "") +
                               "; the change may be spread over several commits")

@@ -79,7 +79,8 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     for or found goes into acc; returns the parts it splits into."""
     sub, tries = (samples, attempts) if j else _part(a, b, samples, attempts)
     if j is None:
-        j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule))
+        j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule),
+                  keep=min(rule.block, rule.max_runs // 3))   # a round left for its pair
         if j.more:
             acc.more |= {i + a for i in j.more}
             return []
@@ -102,7 +103,8 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     if isinstance(s, Round):
         acc.step |= {i + a for i in s.indices}
         return []
-    checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1))
+    checked = confirm(s, sub, tries, rule, j.verdicts, fresh_ends=(a, b) == (0, n - 1),
+                      offset=a)
     if isinstance(checked, tuple):
         acc.more |= {i + a for i in checked}
     elif checked.status is Status.FOUND and checked.last_old is not None and checked.first_new is not None:
