@@ -49,7 +49,8 @@ def bisect(args: list[str], prefetch: bool) -> dict:
     from bisect_ngc.cli.main import cli
     saved = DockerBackend.prefetch
     if not prefetch:
-        DockerBackend.prefetch = lambda self, images, done=False: None      # type: ignore[method-assign]
+        DockerBackend.prefetch = (                                   # type: ignore[method-assign]
+            lambda self, images, done=False: None)
     try:
         res = CliRunner().invoke(cli, args, catch_exceptions=False)
     finally:

@@ -60,7 +60,9 @@ def main() -> None:
             rows = diff(registry.config(a)[1], registry.config(b)[1])
             timings.append(time.perf_counter() - t)
         assert [r.name for r in rows] == ["cuda", "nccl"], rows
-    print(f"diff of two tags{' (bearer tokens)' if args.bearer else ''}, {args.repeats} repeats: cold median {statistics.median(cold):.3f} s "
+    how = " (bearer tokens)" if args.bearer else ""
+    print(f"diff of two tags{how}, {args.repeats} repeats: cold median "
+          f"{statistics.median(cold):.3f} s "
           f"(max {max(cold):.3f}), cached median {statistics.median(cached):.3f} s "
           f"(max {max(cached):.3f})")
     tags = [f"{y}.{m:02d}" for y in (24, 25) for m in range(1, 13)]
