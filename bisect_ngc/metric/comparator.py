@@ -147,11 +147,11 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     """Like old or like new by the sequential test at error rates alpha (default p), when the
     commit's trimmed mean also lies near that side (within a quarter of the shift, or three
     standard errors of the difference); like neither when eight or more runs differ from
-    both sides at p / 100 (trimmed means, with the noise the sequential test uses) and lie
-    a quarter of the shift or more from each (a finding, so it needs more than a decision);
-    unknown while neither holds. All three samples on one scale (see judge); `st`: the
-    machine's two states, if it has them (see seq.states), and then `old` and `new` already
-    folded (`corrected`: folding twice can move a whole side down a gap)."""
+    both sides (at p / 100 with the pooled noise, and at p / 10 by Yuen's test on their own
+    spread, which a minority clock state widens) and lie a quarter of the shift or more
+    from each (a finding: more than a decision); unknown while neither holds. All three
+    samples on one scale (see judge); `st`: the machine's two states, if it has them (see
+    seq.states), and `old` and `new` then already folded (twice moves a side a gap)."""
     if not x or not old or not new:
         return Call.UNKNOWN
     lo_loc, hi_loc = seq.trimmed(old)[0], seq.trimmed(new)[0]
@@ -183,10 +183,10 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
         if all(seq.far_from(x, loc, st) >= seq.wald(rule.p / 100) for loc in (lo_loc, hi_loc)):
             return Call.NEITHER
         return Call.UNKNOWN
-    dof = sum(len(g) - 1 for g in (old, new, x) if len(g) > 1)
+    dof = max(1, sum(len(g) - 1 for g in (old, new, x) if len(g) > 1))
     if min(abs(mid - lo_loc), abs(mid - hi_loc)) >= width / 4 and \
-            all(seq.shifted(side, mine, s, max(dof, 1), rule.p / 100)[3] <= rule.p / 100
-                for side in (old, new)):
+            all(seq.shifted(side, mine, s, dof, rule.p / 100)[3] <= rule.p / 100 and
+                seq.interval(side, mine, rule.p / 10)[3] <= rule.p / 10 for side in (old, new)):
         return Call.NEITHER
     return Call.UNKNOWN
 

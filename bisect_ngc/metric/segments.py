@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .comparator import Call, Difference, Judgement, Rule, Sample, judge, settled
+from .comparator import (ENDPOINT_RUNS, Call, Difference, Judgement, Rule, Sample, judge,
+                         settled)
 from .confirmation import confirm, leftover
 from ..core.search import Result, Round, Status, Verdict, next_step
 
@@ -80,7 +81,7 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     sub, tries = (samples, attempts) if j else _part(a, b, samples, attempts)
     if j is None:
         j = judge(b - a + 1, sub, tries, rule, settled(b - a + 1, sub, rule),
-                  keep=min(rule.block, rule.max_runs // 3))   # a round left for its pair
+                  keep=part_keep(rule))
         if j.more:
             acc.more |= {i + a for i in j.more}
             return []
@@ -119,6 +120,12 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     else:
         acc.unplaced.append(_shifted(checked, a))
     return []
+
+
+def part_keep(rule: Rule) -> int:
+    """Runs a split part's ends leave for their pair: a round, at most a third of
+    --max-runs, and never so many that the ends cannot reach a look (ENDPOINT_RUNS)."""
+    return max(0, min(rule.block, rule.max_runs // 3, rule.max_runs - ENDPOINT_RUNS))
 
 
 def _shifted(r: Result, a: int) -> Result:
