@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.lib.registry_images import HOST, login, push, registry_up
+from tests.lib.registry_images import HOST, docker_or_skip, login, push, registry_up
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker]
 
@@ -20,14 +20,9 @@ pytestmark = [pytest.mark.registry, pytest.mark.docker]
 def client(tmp_path, monkeypatch):
     if not registry_up():
         pytest.skip(f"no registry on {HOST}: run scripts/registry-up.sh (CI does)")
-    docker = pytest.importorskip("docker")
+    c = docker_or_skip()
     login(tmp_path / "docker")
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))   # the pull's login
-    try:
-        c = docker.from_env()
-        c.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
-        pytest.skip(f"no Docker engine ({exc}): scripts/docker-up.sh")
     return c
 
 

@@ -4,14 +4,13 @@ read, and no layer is ever fetched (the registry's access log says which blobs w
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.lib.registry_images import (HOST, PASSWORD, REPO, USER, push, registry_up,
-                                       login as set_login)
+from tests.lib.registry_images import (HOST, PASSWORD, REPO, USER, blobs_fetched as served,
+                                       docker_or_skip, push, registry_up, login as set_login)
 
 LOG = Path("/var/log/bisect-ngc-registry.log")
 ENV_A = {"CUDA_VERSION": "12.6.1.006", "NCCL_VERSION": "2.22.3", "CUDNN_VERSION": "9.4.0.58",
@@ -28,12 +27,7 @@ def pushed():
     """Two images in NGC's layout, pushed: (A, B)."""
     if not registry_up():
         pytest.skip(f"no registry on {HOST}: run scripts/registry-up.sh (CI does)")
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
-        pytest.skip(f"no Docker engine to build the test images ({exc}): scripts/docker-up.sh")
+    client = docker_or_skip()
     # a release whose config states less than the catalog knows (no commit, no TE)
     push(client, "24.11-py3", {"PYTORCH_VERSION": "2.6.0a0", "CUDA_VERSION": "12.6.3.001"})
     return tuple(push(client, tag, env, {"com.nvidia.cudnn.version": env["CUDNN_VERSION"],
@@ -71,10 +65,7 @@ def put_index(tag: str, entries: list[dict], kind: str = INDEX) -> dict:
 
 
 def blobs_fetched(since: int) -> list[str]:
-    with LOG.open() as f:
-        f.seek(since)
-        return re.findall(r'"GET /v2/[^ ]+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" 200 ',
-                          f.read())         # served (an unauthenticated try is a 401)
+    return served(LOG, since)
 
 
 def test_diff_reads_the_two_configs_and_no_layer(pushed, tmp_path, monkeypatch, run_cli):

@@ -7,14 +7,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.lib import token_server
-from tests.lib.registry_images import push, registry_up
+from tests.lib.registry_images import (blobs_fetched as served, docker_or_skip,
+                                       login as save_login, push, registry_up)
 from tests.lib.token_server import API_KEY, HOST, USER
 
 LOG = Path("/var/log/bisect-ngc-registry-token.log")
@@ -35,12 +35,7 @@ def tokens():
     """The token service, serving while the module's tests run."""
     if not (registry_up() and bearer_registry_up()):
         pytest.skip(f"no bearer registry on {HOST}: run scripts/registry-up.sh (CI does)")
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
-        pytest.skip(f"no Docker engine to build the test images ({exc}): scripts/docker-up.sh")
+    client = docker_or_skip()
     # pushed through the basic-auth registry; the bearer one serves the same storage
     for repo in (PRIVATE, PUBLIC):
         for tag, cuda in (("24.09-py3", "12.6.1.006"), ("24.10-py3", "12.6.2.004")):
@@ -65,16 +60,11 @@ def asked(tokens, tmp_path, monkeypatch):
 
 def login(tmp_path: Path, user: str = USER, password: str = API_KEY) -> None:
     """What `docker login 127.0.0.1:5001 -u '$oauthtoken'` stores."""
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    (tmp_path / "docker").mkdir(exist_ok=True)
-    (tmp_path / "docker" / "config.json").write_text(json.dumps({"auths": {HOST: {"auth": auth}}}))
+    save_login(tmp_path / "docker", password, user, HOST)
 
 
 def blobs_fetched(since: int) -> list[str]:
-    with LOG.open() as f:
-        f.seek(since)
-        return re.findall(r'"GET /v2/[^ ]+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" 200 ',
-                          f.read())
+    return served(LOG, since)
 
 
 def images(repo: str) -> list[str]:

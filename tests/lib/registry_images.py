@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -44,8 +45,31 @@ def push(client, tag: str, env: dict[str, str], labels: dict[str, str] | None = 
     return f"{repo}:{tag}"
 
 
-def login(docker_config: Path, password: str = PASSWORD) -> None:
+def login(docker_config: Path, password: str = PASSWORD, user: str = USER,
+          host: str = HOST) -> None:
     """A DOCKER_CONFIG directory with the login `docker login` would store."""
-    auth = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     docker_config.mkdir(parents=True, exist_ok=True)
-    (docker_config / "config.json").write_text(json.dumps({"auths": {HOST: {"auth": auth}}}))
+    (docker_config / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+
+
+def docker_or_skip():
+    """The Docker engine's client, to build the test images; the test skips, saying why,
+    where there is none."""
+    import pytest
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
+        pytest.skip(f"no Docker engine to build the test images ({exc}): scripts/docker-up.sh")
+    return client
+
+
+def blobs_fetched(log: Path, since: int) -> list[str]:
+    """The blobs a registry served after byte `since` of its access log (an
+    unauthenticated try is a 401, not counted)."""
+    with log.open() as f:
+        f.seek(since)
+        return re.findall(r'"GET /v2/[^ ]+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" 200 ',
+                          f.read())

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...errors import UserError
+from .scripts import TEMPLATES
 
 
 class SquashfsImages:
@@ -76,7 +77,6 @@ class ImportAhead:
             self.say(f"importing {len(wanted)} image(s) the next round may need, in job {job}")
 
     def _submit(self, wanted: list[tuple[str, str]], tag: str) -> str:
-        from .scripts import TEMPLATES
         where = self.s.shared_dir / "imports"
         where.mkdir(parents=True, exist_ok=True)
         script = where / f"{tag}-{len(list(where.glob('*.sh')))}.sh"
