@@ -3,6 +3,7 @@ import os
 import pytest
 
 from bisect_ngc.cli.main import main
+from tests.lib.slurm_cluster import cancel_jobs_under
 
 # Tests make commits; give git an identity without touching anyone's config.
 for key, value in {"GIT_AUTHOR_NAME": "bisect-ngc tests", "GIT_AUTHOR_EMAIL": "tests@example.com",
@@ -27,3 +28,15 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if any(item.get_closest_marker(m) for m in ("docker", "slurm", "gpu", "registry")):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _slurm_jobs_end_with_their_test(request):
+    """A Slurm test's jobs go when it ends, passed or not, so one failure cannot hold the
+    node for the tests after it."""
+    if request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    root = request.getfixturevalue("tmp_path")
+    yield
+    cancel_jobs_under(root)

@@ -31,6 +31,7 @@ from bisect_ngc.core.records import SlurmJob
 from bisect_ngc.core.store import Store
 
 from tests.lib.repos import BUILD, MIXED_RULE, TEST, make_mixed_repo, make_repo
+from tests.lib.slurm_cluster import cluster_says
 
 
 def _cluster_problem() -> str | None:
@@ -62,6 +63,20 @@ def slurm_args(repo, tmp, *extra, test=TEST):
             "--gpu-partition", "gpu", "--state", str(tmp / "st"), "--quiet", *extra]
 
 
+def run_to_end(argv: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    """One controller run; one that outlives `timeout` fails with what the queue says."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(f"the run did not end in {timeout} s\nstderr:\n{err}\n{cluster_says()}")
+
+
+def state_tag(tmp: Path) -> str:
+    """Ends the names of the jobs of the state directory tmp/st."""
+    return digest(str((tmp / "st").resolve()))[:6]
+
+
 def my_jobs(session: str) -> list[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if session in line]
@@ -70,7 +85,7 @@ def my_jobs(session: str) -> list[str]:
 def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
     """commit -> how many test tasks sacct saw for it. Each task's output file names its
     job and index, and the test script of that round lists the commits by index."""
-    name = f"bisect-ngc-test-{session}-{digest(str((tmp / 'st').resolve()))[:6]}"
+    name = f"bisect-ngc-test-{session}-{state_tag(tmp)}"
     rounds = tmp / "st" / "slurm" / "rounds" / session
     store = Store(tmp / "st")
     ran = sum(1 for p in store.probes(session) if not p.cached) + len(store.checks(session))
@@ -120,7 +135,7 @@ def test_a_probe_cancelled_by_hand_is_retried(tmp_path, capsys):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     end = time.monotonic() + 90
-    mine = digest(str((tmp_path / "st").resolve()))[:6]   # this state's jobs, not a leftover
+    mine = state_tag(tmp_path)     # this state's jobs, not a leftover
     while victim is None and time.monotonic() < end:
         out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%j"],
                              capture_output=True, text=True).stdout
@@ -160,7 +175,7 @@ def kill_after_two_rounds_and_rerun(argv: list[str], state: Path,
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return run_to_end(argv, 300)
 
 
 @needs_slurm
@@ -219,9 +234,12 @@ def test_slurm_submit_runs_the_controller_as_a_job(tmp_path, run_cli):
     assert code == 0
     job = re.search(r"submitted controller job (\d+)", out).group(1)
     report = Path(re.search(r"report: (\S+)", out).group(1))
-    end = time.monotonic() + 180
+    end = time.monotonic() + 300
     while not report.exists():
-        assert time.monotonic() < end, "the controller job never wrote its report"
+        if time.monotonic() > end:
+            out = "".join(p.read_text() for p in tmp_path.rglob("controller/*.out"))
+            pytest.fail(f"the controller job never wrote its report\n{out[-3000:]}\n"
+                        f"{cluster_says()}")
         time.sleep(0.5)
     assert shas[9][:12] in report.read_text()
     state = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "State"],
@@ -347,15 +365,17 @@ def test_ctrl_c_never_uses_up_a_retry(tmp_path):
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         end = time.monotonic() + 90
         while True:
-            assert time.monotonic() < end and proc.poll() is None, "no test task ran"
+            assert time.monotonic() < end and proc.poll() is None, \
+                f"no test task ran\n{cluster_says()}"
             out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%j"],
-                                 capture_output=True, text=True).stdout
-            if "bisect-ngc-test" in out:
+                                 capture_output=True, text=True).stdout.split()
+            if any(n.startswith("bisect-ngc-test-") and n.endswith(state_tag(tmp_path))
+                   for n in out):
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    again = run_to_end(args, 300)
     assert again.returncode == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["first_new"] == shas[19] and not res["skipped"]
@@ -376,14 +396,14 @@ def test_a_controller_killed_between_the_two_sbatch_calls_submits_no_build_twice
     (shim / "sbatch").chmod(0o755)
     env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
     args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(tmp_path / "r", tmp_path, "--json")
-    first = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    first = run_to_end(args, 120, env=env)
     assert first.returncode == -9 and (tmp_path / "killed").exists()
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    again = run_to_end(args, 300, env=env)
     assert again.returncode == 0, again.stderr
     res = json.loads(again.stdout)
     assert res["first_new"] == shas[19]
     assert "submitted the test array" in again.stderr
-    name = f"bisect-ngc-build-{res['session']}-{digest(str((tmp_path / 'st').resolve()))[:6]}"
+    name = f"bisect-ngc-build-{res['session']}-{state_tag(tmp_path)}"
     rounds = list((tmp_path / "st" / "slurm" / "rounds" / res["session"]).iterdir())
     end = time.monotonic() + 30
     while True:     # slurmdbd records jobs a moment after they end
@@ -404,7 +424,7 @@ def test_the_torch_commit_check_holds_on_the_cluster(tmp_path, reported, status)
     test = f'echo "{{\\"torch_git_version\\": \\"{reported}\\"}}"; ' + TEST
     args = [sys.executable, "-m", "bisect_ngc"] + slurm_args(
         tmp_path / "r", tmp_path, "--json", "--check-torch-commit", test=test)
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    proc = run_to_end(args, 300)
     res = json.loads(proc.stdout)
     assert res["status"] == status, proc.stderr
     if status == "found":
