@@ -77,6 +77,15 @@ def state_tag(tmp: Path) -> str:
     return digest(str((tmp / "st").resolve()))[:6]
 
 
+def running_tests(tmp: Path) -> list[str]:
+    """The job ids of the running test tasks of the state directory tmp/st (not a
+    leftover of another test)."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%j"],
+                         capture_output=True, text=True).stdout
+    return [line.split("|")[0] for line in out.splitlines()
+            if "|bisect-ngc-test-" in line and line.endswith(f"-{state_tag(tmp)}")]
+
+
 def my_jobs(session: str) -> list[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if session in line]
@@ -135,12 +144,8 @@ def test_a_probe_cancelled_by_hand_is_retried(tmp_path, capsys):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     end = time.monotonic() + 90
-    mine = state_tag(tmp_path)     # this state's jobs, not a leftover
     while victim is None and time.monotonic() < end:
-        out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%j"],
-                             capture_output=True, text=True).stdout
-        running = [line.split("|")[0] for line in out.splitlines()
-                   if "|bisect-ngc-test-" in line and line.endswith(f"-{mine}")]
+        running = running_tests(tmp_path)
         if running:
             victim = running[0]
             subprocess.run(["scancel", victim], check=True)
@@ -367,10 +372,7 @@ def test_ctrl_c_never_uses_up_a_retry(tmp_path):
         while True:
             assert time.monotonic() < end and proc.poll() is None, \
                 f"no test task ran\n{cluster_says()}"
-            out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%j"],
-                                 capture_output=True, text=True).stdout.split()
-            if any(n.startswith("bisect-ngc-test-") and n.endswith(state_tag(tmp_path))
-                   for n in out):
+            if running_tests(tmp_path):
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)

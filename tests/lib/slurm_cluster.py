@@ -19,13 +19,12 @@ def cluster_says() -> str:
             + "nodes:\n" + _out(["sinfo", "-N", "-h", "-o", "%N %T %C %E"]))
 
 
-def cancel_jobs_under(root: Path) -> list[str]:
+def cancel_jobs_under(root: Path) -> None:
     """Cancel every job whose batch script lies under `root` (a test's tmp_path): a failed
     test's jobs must not hold the node while the next test waits for it."""
     if shutil.which("squeue") is None:
-        return []
-    left = [line.split("|", 1)[0] for line in _out(["squeue", "-h", "-o", "%i|%o"]).splitlines()
-            if line.split("|", 1)[-1].startswith(str(root))]
+        return
+    jobs = (line.partition("|") for line in _out(["squeue", "-h", "-o", "%i|%o"]).splitlines())
+    left = [job for job, _, script in jobs if script.startswith(str(root))]
     if left:
         subprocess.run(["scancel", *left], capture_output=True)
-    return left
