@@ -11,8 +11,7 @@ when the sides lie far apart, and a commit whose numbers lie far from both sides
 neither", never forced into a side. `judge` turns all the samples into the search's
 verdicts plus the commits that need more runs, correcting each round's numbers by the
 drift the reference runs of neighbouring rounds show. The answer's pair is checked with
-fresh runs (`confirmation.confirm`). A GPU's two clock states are weighed as a mixture once the runs
-show them (sequential.states).
+fresh runs (`confirmation.confirm`). Two clock states: see sequential.states.
 """
 from __future__ import annotations
 
@@ -111,10 +110,10 @@ def looks(max_runs: int) -> list[int]:
 def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
               final: bool = False) -> Difference:
     """Do two samples differ? They are looked at when the smaller reaches a size of
-    `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there, and at
-    least min_change with 95% confidence (the 90% interval lies beyond +-min_change);
-    "same": that interval lies inside +-min_change; "unknown": not a look, or more runs
-    may tell (at max_runs, inconclusive)."""
+    `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there (by Yuen's
+    test and Welch's, seq.welch), and at least min_change with 95% confidence (the 90%
+    interval lies beyond +-min_change); "same": that interval lies inside +-min_change;
+    "unknown": not a look, or more runs may tell (at max_runs, inconclusive)."""
     n = min(len(old), len(new))
     sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
@@ -128,6 +127,7 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     base = statistics.median(old)
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     delta, low, high, p = seq.interval(a, b, alpha)
+    p = max(p, seq.welch(a, b))
     _, small, large, _ = seq.interval(a, b, 2 * (1 - SIZE_CONFIDENCE))
     m = rule.min_change
     if n not in sizes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from typing import Mapping
 
 from . import sequential as seq
@@ -17,10 +18,24 @@ from ..core.search import Result, Status, Verdict
 CONFIRM_RUNS = 2
 
 
+def passes(sample: Sample) -> list[tuple[int, int]]:
+    """Each run's (round, pass): a round runs each commit once a pass, so runs of one pass
+    lie close in time (a run without a number shifts its commit's later passes of that
+    round; those runs are still of the round)."""
+    seen: Counter[int] = Counter()
+    out = []
+    for r, _ in sample:
+        seen[r] += 1
+        out.append((r, seen[r]))
+    return out
+
+
 def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
-    """How far hi lies from lo, by their runs of the rounds that measured both (None if no
-    round did), judged with the noise of every commit measured: "differ" when significant
-    at p, one-sided, in the direction of the endpoints' change."""
+    """How far hi lies from lo, by their runs of the same pass of the rounds that measured
+    both (None if no round did): a machine whose speed sticks for a while is then in the
+    same state on both sides, whatever each commit ran besides. Judged with the noise of
+    every commit measured: "differ" when significant at p, one-sided, in the direction of
+    the endpoints' change."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
@@ -28,17 +43,18 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
     s, dof = seq.pooled(list(folded.values()))
     if st:
         s = st.sigma
-    runs = [list(zip((r for r, _ in samples[i]), folded[i])) for i in (lo, hi)]
-    common = {r for r, _ in runs[0]} & {r for r, _ in runs[1]}
+    runs = [dict(zip(passes(samples[i]), folded[i])) for i in (lo, hi)]
+    common = [k for k in runs[0] if k in runs[1]]
     if not common:
         return None
-    a, b = ([v for r, v in side if r in common] for side in runs)
+    a, b = ([side[k] for k in common] for side in runs)
     ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
     sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
     # the two-sided 1 - 2p interval: its bound on the endpoints' side is the one-sided
     # test's, so "differ" and an interval clear of 0 are one statement
     delta, low, high, p = seq.shifted(a, b, s, dof, 2 * rule.p)
-    base = statistics.median(numbers(samples[lo], common))
+    base = statistics.median(v for k, v in zip(passes(samples[lo]), numbers(samples[lo]))
+                             if k in runs[1])
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
     call = "differ" if one_sided <= rule.p else "unknown"
@@ -51,7 +67,8 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     """i's call again, at error rates p / 10, on its runs after the first ones that made
     its call (runs in the order they were taken): the runs that made a decision cannot
     check it, for they are the ones that happened to lean. (An answer is wrong only when
-    its pair was called wrong and this check then agrees with that call.)"""
+    its pair was called wrong and this check then agrees with that call.) Unknown while
+    fewer than WILD_FRESH_RUNS fresh runs exist on a machine whose runs are wild."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
@@ -60,7 +77,17 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     made = next((k for k in range(1, len(values) + 1)
                  if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
                 len(values))
-    return classify(values[made:], old, new, rule, rule.p / 10, st)
+    fresh = values[made:]
+    if len(fresh) < WILD_FRESH_RUNS and seq.wild([seq.scaled(numbers(s), positive)
+                                                  for s in samples.values() if s]):
+        return Call.UNKNOWN
+    return classify(fresh, old, new, rule, rule.p / 10, st)
+
+
+# Fresh runs an answer's commit needs on a machine with wild runs (seq.wild): where one
+# run in seven sits in a second clock state as far off as the change, two such runs in a
+# row read as the other side (1 session in 50); three, 1 in 300.
+WILD_FRESH_RUNS = 2
 
 
 def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],

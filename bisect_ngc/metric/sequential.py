@@ -6,7 +6,8 @@ the noise its pooled median absolute deviation, so one far outlier moves neither
 
 - `interval`: the change between two samples with a (1 - alpha) interval and its p-value:
   Yuen's test on 20%-trimmed means (Welch's t on trimmed means, Winsorized variances),
-  which holds its error rate under heavy tails and two-mode noise alike.
+  which holds its error rate under heavy tails; a difference also needs Welch's t on all
+  the runs (`welch`), which a clock state's single run cannot fool.
 - `llr`: the log-likelihood ratio "like new" over "like old" of one number, under
   Student-t noise (4 degrees of freedom: heavy tails, so one far outlier moves a decision
   by a bounded amount). Summed over a commit's runs it is Wald's sequential probability
@@ -62,6 +63,19 @@ def noise(groups: Sequence[Sequence[float]]) -> float:
     return max(MAD_TO_SIGMA * statistics.median(deviations), math.sqrt(squares / dof), FLOOR)
 
 
+def wild(groups: Sequence[Sequence[float]]) -> bool:
+    """Whether some run lies WILD noise widths from its group's median, the width by the
+    median absolute deviation (which a minority clock state or a rare outlier leaves
+    narrow): a second clock state, or a heavy tail, that a few runs in a row can share."""
+    devs = [abs(v - m) for g in groups if len(g) >= 2 for m in [statistics.median(g)]
+            for v in g]
+    width = max(MAD_TO_SIGMA * statistics.median(devs), FLOOR) if devs else 0.0
+    return any(d > WILD * width for d in devs)
+
+
+WILD = 6.0
+
+
 def winsorized(values: Sequence[float]) -> list[float]:
     v = sorted(values)
     g = int(TRIM * len(v))
@@ -102,6 +116,19 @@ def interval(old: Sequence[float], new: Sequence[float], alpha: float
     q = float(stats.t.ppf(1 - alpha / 2, df))
     p = float(2 * stats.t.sf(abs(delta) / se, df))
     return delta, delta - q * se, delta + q * se, p
+
+
+def welch(old: Sequence[float], new: Sequence[float]) -> float:
+    """Welch's two-sided p on the means, every run counted. Yuen's test trims one run in
+    five, and at five runs that can be a second clock state's only run: then each side's
+    trimmed mean sits in one state, and a machine's two states look like a change."""
+    from scipy import stats
+    if min(len(old), len(new)) < 2:
+        return 1.0
+    d_old, d_new = (max(statistics.variance(g), FLOOR * FLOOR) / len(g) for g in (old, new))
+    df = (d_old + d_new) ** 2 / (d_old ** 2 / (len(old) - 1) + d_new ** 2 / (len(new) - 1))
+    t = (statistics.fmean(new) - statistics.fmean(old)) / math.sqrt(d_old + d_new)
+    return float(2 * stats.t.sf(abs(t), df))
 
 
 def llr(x: float, old: float, new: float, s: float) -> float:
