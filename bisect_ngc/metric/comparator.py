@@ -95,6 +95,7 @@ ENDPOINT_RUNS = 5
 NEITHER_RUNS = 8
 # The confidence with which a change must be at least --min-change (one-sided).
 SIZE_CONFIDENCE = 0.95
+NEAR_ERRORS = 3    # standard errors of a difference within which a commit is at a side
 
 
 def looks(max_runs: int) -> list[int]:
@@ -170,8 +171,7 @@ def classify(x: Sequence[float], old: Sequence[float], new: Sequence[float],
     def near(side: Sequence[float], loc: float) -> bool:
         if st:          # that side's level explains the runs about as well as any level
             return seq.far_from(x, loc, st) < seq.wald(rule.p)
-        error = 3 * 1.25 * s * (1 / len(x) + 1 / len(side)) ** 0.5
-        return abs(mid - loc) <= max(width / 4, error)
+        return abs(mid - loc) <= width / 4 or seq.apart(mine, side, s) <= NEAR_ERRORS
 
     if total >= bound and near(new, hi_loc):
         return Call.LIKE_NEW

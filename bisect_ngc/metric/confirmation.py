@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Mapping
 
 from . import sequential as seq
-from .comparator import (Call, Difference, Rule, Sample, Shift, all_positive, classify,
-                         corrected, machine_states, numbers, references, settled_at)
+from .comparator import (NEAR_ERRORS, Call, Difference, Rule, Sample, Shift, all_positive,
+                         classify, corrected, machine_states, numbers, references, settled_at)
 from ..core.search import Result, Status, Verdict
 
 
@@ -78,15 +78,18 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
                  if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
                 len(values))
     fresh = values[made:]
-    if len(fresh) < WILD_FRESH_RUNS and seq.wild([seq.scaled(numbers(s), positive)
-                                                  for s in samples.values() if s]):
+    side = new if call is Call.LIKE_NEW else old
+    off = not st and seq.apart(values, side, seq.noise([old, new, values])) > NEAR_ERRORS
+    if len(fresh) < WILD_FRESH_RUNS and (off or seq.wild([seq.scaled(numbers(s), positive)
+                                                         for s in samples.values() if s])):
         return Call.UNKNOWN
     return classify(fresh, old, new, rule, rule.p / 10, st)
 
 
-# Fresh runs an answer's commit needs on a machine with wild runs (seq.wild): where one
-# run in seven sits in a second clock state as far off as the change, two such runs in a
-# row read as the other side (1 session in 50); three, 1 in 300.
+# Fresh runs an answer's commit needs on a machine with wild runs (seq.wild), or when its
+# runs lie off its side's level (near it only by a quarter of the shift): where one run in
+# seven sits in a second clock state as far off as the change, two such runs in a row
+# read as the other side (1 session in 50); three, 1 in 300.
 WILD_FRESH_RUNS = 2
 
 

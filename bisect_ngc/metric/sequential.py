@@ -131,6 +131,13 @@ def welch(old: Sequence[float], new: Sequence[float]) -> float:
     return float(2 * stats.t.sf(abs(t), df))
 
 
+def apart(x: Sequence[float], side: Sequence[float], s: float) -> float:
+    """How many standard errors (noise s; a trimmed mean's efficiency) x's trimmed mean
+    lies from side's."""
+    se = 1.25 * s * math.sqrt(1 / len(x) + 1 / len(side))
+    return abs(trimmed(x)[0] - trimmed(side)[0]) / max(se, FLOOR)
+
+
 def llr(x: float, old: float, new: float, s: float) -> float:
     """log p(x | new) - log p(x | old), Student-t noise of scale s."""
     def logt(z: float) -> float:
