@@ -82,12 +82,20 @@ def test_clock_states_that_stick_name_no_wrong_commit():
         assert not t.wrong, t
 
 
+def _confirm_pair(lo: int, hi: int, samples):
+    """confirm() of the pair (lo, hi), every commit up to lo called like old, the rest new."""
+    from bisect_ngc.core.search import Result, Status, Verdict
+    from bisect_ngc.metric.confirmation import confirm
+    verdicts = {i: Verdict.PASS if i <= lo else Verdict.FAIL for i in samples}
+    attempts = {i: len(s) for i, s in samples.items()}
+    return confirm(Result(Status.FOUND, last_old=lo, first_new=hi), samples, attempts, Rule(),
+                   verdicts)
+
+
 def test_on_a_machine_with_wild_runs_an_answer_s_commit_needs_two_fresh_runs():
     """15% of runs in a clock state 6% slower, at 0.3% noise, and a 5% change at #29
     (benchmarks' lopsided row, seed 1, trial 13): #28's two runs both fell in the slow
     state, one to decide "like new" and one to confirm it, and #28 was named."""
-    from bisect_ngc.core.search import Result, Status, Verdict
-    from bisect_ngc.metric.confirmation import confirm
     samples = {0: [(1, 0.9983), (1, 0.9996), (1, 1.0017), (1, 1.0029), (1, 0.9957),
                    (2, 1.0004), (2, 1.0007), (2, 0.999), (2, 1.0018), (2, 0.9999),
                    (3, 1.0008), (3, 0.9999), (4, 1.0006)],
@@ -97,18 +105,13 @@ def test_on_a_machine_with_wild_runs_an_answer_s_commit_needs_two_fresh_runs():
                31: [(1, 1.0513), (1, 1.0496), (1, 1.0423), (1, 1.11), (1, 1.0496), (2, 1.1156),
                     (2, 1.0472), (2, 1.0449), (2, 1.0459), (2, 1.0504), (3, 1.0476),
                     (3, 1.048), (4, 1.0515), (5, 1.0471), (6, 1.111), (7, 1.0506)]}
-    verdicts = {i: Verdict.PASS if i <= 27 else Verdict.FAIL for i in samples}
-    found = Result(Status.FOUND, last_old=27, first_new=28)
-    attempts = {i: len(s) for i, s in samples.items()}
-    assert confirm(found, samples, attempts, Rule(), verdicts) == (28,)
+    assert _confirm_pair(27, 28, samples) == (28,)
 
 
 def test_an_answer_s_commit_off_its_side_s_level_needs_two_fresh_runs():
     """The lopsided row, seed 1, trial 33, with nothing wild yet: #13 (old; the culprit is
     #14) ran twice in the slow state, 1% above the new side at 0.2% noise, near it only by
     the quarter-shift allowance; one deciding run and one fresh one named it."""
-    from bisect_ngc.core.search import Result, Status, Verdict
-    from bisect_ngc.metric.confirmation import confirm
     samples = {0: [(1, 0.9966), (1, 0.9979), (1, 0.997), (1, 0.999), (1, 1.0021), (2, 1.003),
                    (3, 1.0003)],
                7: [(3, 0.9993), (4, 1.0052)], 11: [(4, 0.9996), (5, 0.9994), (6, 1.0007)],
@@ -116,10 +119,7 @@ def test_an_answer_s_commit_off_its_side_s_level_needs_two_fresh_runs():
                15: [(2, 1.0473), (3, 1.0509), (4, 1.0517), (5, 1.0529)],
                31: [(1, 1.0499), (1, 1.0554), (1, 1.0447), (1, 1.0561), (1, 1.0526),
                     (2, 1.0486)]}
-    verdicts = {i: Verdict.PASS if i <= 12 else Verdict.FAIL for i in samples}
-    found = Result(Status.FOUND, last_old=12, first_new=13)
-    attempts = {i: len(s) for i, s in samples.items()}
-    assert confirm(found, samples, attempts, Rule(), verdicts) == (13,)
+    assert _confirm_pair(12, 13, samples) == (13,)
 
 
 @pytest.mark.slow

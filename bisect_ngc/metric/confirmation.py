@@ -14,7 +14,10 @@ from .comparator import (NEAR_ERRORS, Call, Difference, Rule, Sample, Shift, all
 from ..core.search import Result, Status, Verdict
 
 
-# Runs each commit of the answer's pair needs before it is given: no answer rests on one run.
+# Fresh runs an endpoint of the answer's pair needs (no answer rests on one run), and an
+# interior commit of it where one could mislead (see fresh_call): where one run in seven
+# sits in a second clock state as far off as the change, two such runs in a row read as
+# the other side (1 session in 50); three, 1 in 300.
 CONFIRM_RUNS = 2
 
 
@@ -43,7 +46,8 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
     s, dof = seq.pooled(list(folded.values()))
     if st:
         s = st.sigma
-    runs = [dict(zip(passes(samples[i]), folded[i])) for i in (lo, hi)]
+    keys = {i: passes(samples[i]) for i in (lo, hi)}
+    runs = [dict(zip(keys[i], folded[i])) for i in (lo, hi)]
     common = [k for k in runs[0] if k in runs[1]]
     if not common:
         return None
@@ -53,8 +57,7 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
     # the two-sided 1 - 2p interval: its bound on the endpoints' side is the one-sided
     # test's, so "differ" and an interval clear of 0 are one statement
     delta, low, high, p = seq.shifted(a, b, s, dof, 2 * rule.p)
-    base = statistics.median(v for k, v in zip(passes(samples[lo]), numbers(samples[lo]))
-                             if k in runs[1])
+    base = statistics.median(v for k, v in zip(keys[lo], numbers(samples[lo])) if k in runs[1])
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
     call = "differ" if one_sided <= rule.p else "unknown"
@@ -68,7 +71,8 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     its call (runs in the order they were taken): the runs that made a decision cannot
     check it, for they are the ones that happened to lean. (An answer is wrong only when
     its pair was called wrong and this check then agrees with that call.) Unknown while
-    fewer than WILD_FRESH_RUNS fresh runs exist on a machine whose runs are wild."""
+    fewer than CONFIRM_RUNS fresh runs exist on a machine whose runs are wild (seq.wild),
+    or while i's runs lie off its side's level (near it only by a quarter of the shift)."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
@@ -78,19 +82,12 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
                  if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
                 len(values))
     fresh = values[made:]
-    side = new if call is Call.LIKE_NEW else old
-    off = not st and seq.apart(values, side, seq.noise([old, new, values])) > NEAR_ERRORS
-    if len(fresh) < WILD_FRESH_RUNS and (off or seq.wild([seq.scaled(numbers(s), positive)
-                                                         for s in samples.values() if s])):
-        return Call.UNKNOWN
+    if len(fresh) < CONFIRM_RUNS:
+        side = new if call is Call.LIKE_NEW else old
+        if not st and seq.apart(values, side, seq.noise([old, new, values])) > NEAR_ERRORS \
+                or seq.wild([seq.scaled(numbers(s), positive) for s in samples.values() if s]):
+            return Call.UNKNOWN
     return classify(fresh, old, new, rule, rule.p / 10, st)
-
-
-# Fresh runs an answer's commit needs on a machine with wild runs (seq.wild), or when its
-# runs lie off its side's level (near it only by a quarter of the shift): where one run in
-# seven sits in a second clock state as far off as the change, two such runs in a row
-# read as the other side (1 session in 50); three, 1 in 300.
-WILD_FRESH_RUNS = 2
 
 
 def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int, int],
