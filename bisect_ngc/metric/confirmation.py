@@ -15,9 +15,9 @@ from ..core.search import Result, Status, Verdict
 
 
 # Fresh runs an endpoint of the answer's pair needs (no answer rests on one run), and an
-# interior commit of it where one could mislead (see fresh_call): where one run in seven
-# sits in a second clock state as far off as the change, two such runs in a row read as
-# the other side (1 session in 50); three, 1 in 300.
+# interior commit of it where one could mislead (see fresh_call; more where runs are
+# wild): where one run in seven sits in a second clock state as far off as the change,
+# two such runs in a row read as the other side (1 session in 50); three, 1 in 300.
 CONFIRM_RUNS = 2
 
 
@@ -33,12 +33,17 @@ def passes(sample: Sample) -> list[tuple[int, int]]:
     return out
 
 
-def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Difference | None:
+def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule, sign: int = 0
+         ) -> Difference | None:
     """How far hi lies from lo, by their runs of the same pass of the rounds that measured
     both (None if no round did): a machine whose speed sticks for a while is then in the
     same state on both sides, whatever each commit ran besides. Judged with the noise of
-    every commit measured: "differ" when significant at p, one-sided, in the direction of
-    the endpoints' change."""
+    every commit measured, the spread of the pair's own differences pooled in: "differ"
+    when significant at p, one-sided, in the direction of the endpoints' change (`sign`,
+    else `direction(samples)`). With two clock states each commit is taken at its own
+    level (seq.fold), and one measured in one spell reads it as its level: the runs as
+    taken must then favour the change over none as well (seq.paired_llr), by odds of
+    PAIRED."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
@@ -48,21 +53,39 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule) -> Differe
         s = st.sigma
     keys = {i: passes(samples[i]) for i in (lo, hi)}
     runs = [dict(zip(keys[i], folded[i])) for i in (lo, hi)]
-    common = [k for k in runs[0] if k in runs[1]]
+    common = set(runs[0]) & set(runs[1])
     if not common:
         return None
-    a, b = ([side[k] for k in common] for side in runs)
-    ends = [folded[0], folded[max(folded)]]    # the new endpoint is the last commit measured
-    sign = 1 if seq.trimmed(ends[1])[0] >= seq.trimmed(ends[0])[0] else -1
+    a, b = ([side[k] for k in sorted(common)] for side in runs)
+    if len(common) >= 2:    # the pair's own differences, pass by pass, count in the noise
+        own = statistics.variance(y - x for x, y in zip(a, b)) / 2
+        s = math.sqrt((dof * s * s + (len(common) - 1) * own) / (dof + len(common) - 1))
+        dof += len(common) - 1
+    sign = sign or direction(samples)
     # the two-sided 1 - 2p interval: its bound on the endpoints' side is the one-sided
     # test's, so "differ" and an interval clear of 0 are one statement
     delta, low, high, p = seq.shifted(a, b, s, dof, 2 * rule.p)
     base = statistics.median(v for k, v in zip(keys[lo], numbers(samples[lo])) if k in runs[1])
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
-    call = "differ" if one_sided <= rule.p else "unknown"
+    x, y = (dict(zip(keys[i], seq.scaled(numbers(samples[i]), positive))) for i in (lo, hi))
+    as_taken = [y[k] - x[k] for k in sorted(common)]
+    call = "differ" if one_sided <= rule.p and (
+        not st or seq.paired_llr(as_taken, delta, st) >= PAIRED) else "unknown"
     return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - 2 * rule.p),
                       len(a), len(b))
+
+
+def direction(samples: Mapping[int, Sample]) -> int:
+    """+1 where the new endpoint (the last commit measured) lies above the old, else -1."""
+    positive = all_positive(samples)
+    st = machine_states(samples, positive)
+    old, new = (seq.fold(seq.scaled(numbers(samples[i]), positive), st)
+                for i in (0, max(samples)))
+    return 1 if seq.trimmed(new)[0] >= seq.trimmed(old)[0] else -1
+
+
+PAIRED = seq.wald(0.2)     # odds of 4 to 1: the runs as taken must favour the change
 
 
 def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
@@ -70,23 +93,30 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     """i's call again, at error rates p / 10, on its runs after the first ones that made
     its call (runs in the order they were taken): the runs that made a decision cannot
     check it, for they are the ones that happened to lean. (An answer is wrong only when
-    its pair was called wrong and this check then agrees with that call.) Unknown while
-    fewer than CONFIRM_RUNS fresh runs exist on a machine whose runs are wild (seq.wild),
-    or while i's runs lie off its side's level (near it only by a quarter of the shift)."""
+    its pair was called wrong and this check then agrees with that call.) Unknown while i
+    is no side's on all its runs; on a machine whose runs are wild (seq.wild: a share of
+    them in a second state, or a tail) while fewer than CONFIRM_RUNS fresh runs exist, or
+    while the deciding run and every fresh one could all have fallen there more often
+    than p / 10; and while fewer exist and i's runs lie off its side's level (near it
+    only by a quarter of the shift)."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
     values = numbers(x)
     call = classify(values, old, new, rule, rule.search_alpha, st)
+    if call not in (Call.LIKE_OLD, Call.LIKE_NEW):  # then no later runs alone can confirm it
+        return call
     made = next((k for k in range(1, len(values) + 1)
                  if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
                 len(values))
     fresh = values[made:]
-    if len(fresh) < CONFIRM_RUNS:
-        side = new if call is Call.LIKE_NEW else old
-        if not st and seq.apart(values, side, seq.noise([old, new, values])) > NEAR_ERRORS \
-                or seq.wild([seq.scaled(numbers(s), positive) for s in samples.values() if s]):
-            return Call.UNKNOWN
+    share = seq.wild([seq.scaled(numbers(s), positive) for s in samples.values() if s])
+    if share and (len(fresh) < CONFIRM_RUNS or share ** (len(fresh) + 1) > rule.p / 10):
+        return Call.UNKNOWN
+    side = new if call is Call.LIKE_NEW else old
+    if len(fresh) < CONFIRM_RUNS and not st and \
+            seq.apart(values, side, seq.noise([old, new, values])) > NEAR_ERRORS:
+        return Call.UNKNOWN
     return classify(fresh, old, new, rule, rule.p / 10, st)
 
 
@@ -114,7 +144,9 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
     fresh = {i: [(r, v) for r, v in s if i not in (lo, hi) or i not in (0, n - 1) or r > since]
              for i, s in samples.items()}
     more += tuple(i for i in (lo, hi) if i in (0, n - 1) and len(fresh[i]) < CONFIRM_RUNS)
-    d = pair(lo, hi, fresh, rule) if all(fresh[i] for i in (lo, hi)) else None
+    # the direction from every run: an end's fresh runs alone may sit in one spell
+    d = pair(lo, hi, fresh, rule, direction(samples)) if all(fresh[i] for i in (lo, hi)) \
+        else None
     if not more and d is not None and d.call == "differ":
         return found
     more = tuple(i for i in (more or (lo, hi)) if attempts.get(i, 0) < rule.max_runs)

@@ -16,7 +16,9 @@ the noise its pooled median absolute deviation, so one far outlier moves neither
   sides, the machine's drift, by which a commit's numbers of that round are corrected.
 - `states`: two clock states (a GPU that runs some processes at a lower clock), found by
   an EM fit once the runs show them, then weighed as a mixture (`mixed_llr`, `far_from`);
-  until then they count as noise, as wide as their distance, and cost runs.
+  until then they count as noise, as wide as their distance, and cost runs. Two
+  commits' runs of the same pass, as taken, differ by the change, or by it plus or less
+  the gap where the two runs fell in different states (`paired_llr`).
 """
 from __future__ import annotations
 
@@ -63,14 +65,18 @@ def noise(groups: Sequence[Sequence[float]]) -> float:
     return max(MAD_TO_SIGMA * statistics.median(deviations), math.sqrt(squares / dof), FLOOR)
 
 
-def wild(groups: Sequence[Sequence[float]]) -> bool:
-    """Whether some run lies WILD noise widths from its group's median, the width by the
-    median absolute deviation (which a minority clock state or a rare outlier leaves
-    narrow): a second clock state, or a heavy tail, that a few runs in a row can share."""
+def wild(groups: Sequence[Sequence[float]]) -> float:
+    """The share of runs that lie WILD noise widths from their group's median, the width by
+    the median absolute deviation (which a minority clock state or a rare outlier leaves
+    narrow): a second clock state, or a heavy tail, that a few runs in a row can share.
+    0 when none does, else the share's 95% upper bound (a commit measured only in that
+    state shows no run wild: the share seen is low)."""
+    from scipy import stats
     devs = [abs(v - m) for g in groups if len(g) >= 2 for m in [statistics.median(g)]
             for v in g]
     width = max(MAD_TO_SIGMA * statistics.median(devs), FLOOR) if devs else 0.0
-    return any(d > WILD * width for d in devs)
+    far = sum(d > WILD * width for d in devs)
+    return float(stats.beta.ppf(0.95, far + 1, len(devs) - far + 1)) if far else 0.0
 
 
 WILD = 6.0
@@ -309,6 +315,22 @@ def mixed_logp(x: float, level: float, st: States) -> float:
 def mixed_llr(x: float, old: float, new: float, st: States) -> float:
     """llr with two states: each side is a mixture of its level and its level + gap."""
     return mixed_logp(x, new, st) - mixed_logp(x, old, st)
+
+
+def paired_llr(d: Sequence[float], delta: float, st: States) -> float:
+    """log p(d | b lies delta above a) - log p(d | b is a's level), d: b's runs less a's,
+    pass by pass. Each run is in either state at random, so a difference is off by the gap
+    either way with probability share (1 - share) each: a pair that reads the change only
+    because one commit was measured in the upper state loses, a change as wide as the gap
+    included."""
+    w = st.share * (1 - st.share)
+    s = st.sigma * math.sqrt(2)
+
+    def logp(x: float, centre: float) -> float:
+        return math.log(sum(wk * (1 + ((x - centre - k * st.gap) / s) ** 2 / NU)
+                            ** (-(NU + 1) / 2) for k, wk in ((-1, w), (0, 1 - 2 * w), (1, w)))
+                        + 1e-300)
+    return sum(logp(x, delta) - logp(x, 0.0) for x in d)
 
 
 def far_from(x: Sequence[float], level: float, st: States) -> float:
