@@ -38,12 +38,13 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule, sign: int 
     """How far hi lies from lo, by their runs of the same pass of the rounds that measured
     both (None if no round did): a machine whose speed sticks for a while is then in the
     same state on both sides, whatever each commit ran besides. Judged with the noise of
-    every commit measured, the spread of the pair's own differences pooled in: "differ"
-    when significant at p, one-sided, in the direction of the endpoints' change (`sign`,
-    else `direction(samples)`). With two clock states each commit is taken at its own
-    level (seq.fold), and one measured in one spell reads it as its level: the runs as
-    taken must then favour the change over none as well (seq.paired_llr), by odds of
-    PAIRED."""
+    every commit measured, or the spread of the pair's own differences (`_own_noise`),
+    from two passes or more (one can hold a switch of state between its two runs): the
+    trimmed mean of their differences (seq.paired), "differ" when significant at p,
+    one-sided, in the direction of the endpoints' change (`sign`, else
+    `direction(samples)`). With two clock states each commit is taken at its own level
+    (seq.fold), and one measured in one spell reads it as its level: the runs as taken
+    must then favour the change over none as well (seq.paired_llr), by odds of PAIRED."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
@@ -57,23 +58,34 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule, sign: int 
     if not common:
         return None
     a, b = ([side[k] for k in sorted(common)] for side in runs)
-    if len(common) >= 2:    # the pair's own differences, pass by pass, count in the noise
-        own = statistics.variance(y - x for x, y in zip(a, b)) / 2
-        s = math.sqrt((dof * s * s + (len(common) - 1) * own) / (dof + len(common) - 1))
-        dof += len(common) - 1
+    s, dof = _own_noise(a, b, s, dof)
     sign = sign or direction(samples)
     # the two-sided 1 - 2p interval: its bound on the endpoints' side is the one-sided
     # test's, so "differ" and an interval clear of 0 are one statement
-    delta, low, high, p = seq.shifted(a, b, s, dof, 2 * rule.p)
+    delta, low, high, p = seq.paired([y - x for x, y in zip(a, b)], s, dof, 2 * rule.p)
     base = statistics.median(v for k, v in zip(keys[lo], numbers(samples[lo])) if k in runs[1])
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
     x, y = (dict(zip(keys[i], seq.scaled(numbers(samples[i]), positive))) for i in (lo, hi))
     as_taken = [y[k] - x[k] for k in sorted(common)]
-    call = "differ" if one_sided <= rule.p and (
+    call = "differ" if one_sided <= rule.p and len(common) >= 2 and (
         not st or seq.paired_llr(as_taken, delta, st) >= PAIRED) else "unknown"
     return Difference(call, one_sided, Shift(rel(delta), rel(low), rel(high), 1 - 2 * rule.p),
                       len(a), len(b))
+
+
+def _own_noise(a: list[float], b: list[float], s: float, dof: int) -> tuple[float, int]:
+    """The noise of a pair's runs: the spread of its own differences, pass by pass, where
+    that is wider than s (an F test at 5%: a machine that switched state within a pass,
+    or commits measured each within one spell look tight), else s with it pooled in, never
+    lower than s."""
+    from scipy import stats
+    if len(a) < 2:
+        return s, dof
+    own, k = statistics.variance(y - x for x, y in zip(a, b)) / 2, len(a) - 1
+    if float(stats.f.sf(own / max(s * s, seq.FLOOR ** 2), k, dof)) <= 0.05:
+        return math.sqrt(own), k
+    return max(s, math.sqrt((dof * s * s + k * own) / (dof + k))), dof + k
 
 
 def direction(samples: Mapping[int, Sample]) -> int:

@@ -173,6 +173,17 @@ def shifted(a: Sequence[float], b: Sequence[float], s: float, dof: int, alpha: f
     return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
 
 
+def paired(d: Sequence[float], s: float, dof: int, alpha: float
+           ) -> tuple[float, float, float, float]:
+    """`shifted` for runs matched pass by pass: the trimmed mean of their differences d,
+    so a pass in which the machine switched state is trimmed as one, not as two runs."""
+    from scipy import stats
+    se = 1.25 * s * math.sqrt(2 / len(d))
+    delta = trimmed(d)[0]
+    q = float(stats.t.ppf(1 - alpha / 2, dof))
+    return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
+
+
 DRIFT_WINDOW = 3   # rounds either side whose reference runs estimate a round's drift
 DRIFT_Z = 1.0      # an offset is believed only beyond this many of its standard errors
 
