@@ -2,14 +2,15 @@
 
 Each trial bisects n candidates whose metric is 1.0 times noise, with a change from a
 culprit on (or two); the comparator (bisect_ngc/comparator.py) and the pure search run
-exactly as the engine runs them: a round is up to `block` passes, one run of each commit
-a pass, each end of the open interval once in the first pass (the drift guard), later
-passes only the commits still undecided. Noise kinds: lognormal; Pareto (heavy-tailed:
-a run is slower by a Pareto-distributed amount); bimodal (two clock states 10% apart,
-each run in one at random); drift (the machine's speed takes a lognormal step before
-every run). Prints per row: found, ambiguous, exit 3 (no change / inconclusive / invalid),
-wrong (a named commit that is no culprit), the median runs per bisection, and for the
-clean rows an oracle's: the same search with the same SPRT, but both distributions known.
+exactly as the engine runs them: a round is segments.passes, up to `block` passes, one run
+of each commit a pass, each end of the open interval once in the first pass (the drift
+guard), later passes only the round's commits still asked for. Noise kinds: lognormal;
+Pareto (heavy-tailed: a run is slower by a Pareto-distributed amount); bimodal (two clock
+states 10% apart, each run in one at random); drift (the machine's speed takes a lognormal
+step before every run). Prints per row: found, ambiguous, exit 3 (no change / inconclusive
+/ invalid), wrong (a named commit that is no culprit), the median runs per bisection, and
+for the clean rows an oracle's: the same search with the same SPRT, but both distributions
+known.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.metric import sequential as seq  # noqa: E402
-from bisect_ngc.metric.comparator import Rule, guard
-from bisect_ngc.metric.segments import plan  # noqa: E402
+from bisect_ngc.metric.comparator import Rule  # noqa: E402
+from bisect_ngc.metric.segments import passes, plan  # noqa: E402
 from bisect_ngc.core.search import Result, Status, next_step  # noqa: E402
 
 Noise = Callable[[random.Random], float]
@@ -95,15 +96,9 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
 
     def measure(asked: tuple[int, ...], verdicts) -> None:
         state["round"] += 1
-        todo = tuple(sorted(set(asked) | set(guard(verdicts, n, attempts, rule))))
-        for _ in range(rule.block):
-            todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs)
-            if not todo:
-                return
+        for todo in passes(asked, verdicts, n, samples, attempts, rule):
             for i in todo:
                 run(i)
-            more = plan(n, samples, attempts, rule).more
-            todo = tuple(i for i in asked if i in more)
 
     culprits = tuple(sorted(changes))
     while True:

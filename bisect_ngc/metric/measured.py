@@ -18,8 +18,8 @@ from typing import Any, Iterator
 
 from ..core.probes import ProbeRequest
 from ..core.verdicts import ProbeOutcome
-from .comparator import (NO_NUMBER_TRIES, Call, Judgement, Rule, drift, endpoints,
-                         guard, judge, numbers, settled, together)
+from .comparator import (Call, Judgement, Rule, drift, endpoints, judge, numbers, settled,
+                         together)
 from .confirmation import pair, share
 from . import segments
 from ..core.inputs import Settings
@@ -113,22 +113,14 @@ class MetricJudge:
         return p.result
 
     def batches(self, step: Round, verdicts: dict[int, Verdict]) -> Iterator[tuple[int, ...]]:
-        """Up to `block` passes, one run of each commit a pass, one commit at a time (a
-        backend runs a batch's probes at once). The first pass also runs each end of the
-        open interval once (`comparator.guard`: their numbers show the machine's drift, by
-        which this round's numbers are corrected); later passes run only the commits still
-        undecided, so a commit far from one side costs one run."""
-        n, rule = len(self.candidates), self.metric.rule
-        todo = tuple(sorted(set(step.indices) | set(guard(verdicts, n, self.attempts, rule))))
-        for _ in range(rule.block):
-            todo = tuple(i for i in todo if self.attempts.get(i, 0) < rule.max_runs and
-                         (self.samples.get(i) or self.attempts.get(i, 0) < NO_NUMBER_TRIES))
-            if not todo:
-                return
+        """The round's passes (segments.passes), one commit at a time (a backend runs a
+        batch's probes at once). This round's numbers are corrected by the drift its
+        guard runs show."""
+        n = len(self.candidates)
+        for todo in segments.passes(step.indices, verdicts, n, self.samples, self.attempts,
+                                    self.metric.rule):
             for i in todo:
                 yield (i,)
-            more = segments.plan(n, self.samples, self.attempts, rule).more
-            todo = tuple(i for i in step.indices if i in more)
 
     def request(self, req: ProbeRequest) -> ProbeRequest:
         """Each run of a commit is a probe of its own (numbered by the runs before it, so a

@@ -14,10 +14,10 @@ answer: every change found, each with its own pair confirmed (comparator.confirm
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Iterator, Mapping
 
-from .comparator import (ENDPOINT_RUNS, Call, Difference, Judgement, Rule, Sample, judge,
-                         settled)
+from .comparator import (ENDPOINT_RUNS, NO_NUMBER_TRIES, Call, Difference, Judgement, Rule,
+                         Sample, guard, judge, settled)
 from .confirmation import confirm, leftover
 from ..core.search import Result, Round, Status, Verdict, next_step
 
@@ -72,6 +72,26 @@ def plan(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
                     verdicts=acc.verdicts, difference=whole.difference)
     return Plan(result=_answer(acc.found, acc.unplaced, acc.verdicts, n),
                 changes=tuple(acc.found), verdicts=acc.verdicts, difference=whole.difference)
+
+
+def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
+           samples: Mapping[int, Sample], attempts: Mapping[int, int], rule: Rule
+           ) -> Iterator[tuple[int, ...]]:
+    """A round: up to `block` passes, each one run of every commit it holds. The first runs
+    the commits asked for and each end of the open interval (the drift guard,
+    comparator.guard); each later pass, the round's commits that `plan` still asks for,
+    read after the last pass (the caller adds its runs to samples and attempts): a commit
+    far from one side costs one run, and an answer's pair asked for again runs together."""
+    first = tuple(sorted(set(asked) | set(guard(verdicts, n, attempts, rule))))
+    todo = first
+    for _ in range(rule.block):
+        todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs and
+                     (samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES))
+        if not todo:
+            return
+        yield todo
+        more = plan(n, samples, attempts, rule).more
+        todo = tuple(i for i in first if i in more)
 
 
 def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],
