@@ -47,8 +47,8 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule, sign: int 
     must then favour the change over none as well (seq.paired_llr), by odds of PAIRED."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
-    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
-              for i, s in samples.items() if s}
+    raw = {i: seq.scaled(numbers(s), positive) for i, s in samples.items() if s}
+    folded = {i: seq.fold(v, st) for i, v in raw.items()}
     s, dof = seq.pooled(list(folded.values()))
     if st:
         s = st.sigma
@@ -66,7 +66,7 @@ def pair(lo: int, hi: int, samples: Mapping[int, Sample], rule: Rule, sign: int 
     base = statistics.median(v for k, v in zip(keys[lo], numbers(samples[lo])) if k in runs[1])
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     one_sided = p / 2 if delta * sign > 0 else 1 - p / 2
-    x, y = (dict(zip(keys[i], seq.scaled(numbers(samples[i]), positive))) for i in (lo, hi))
+    x, y = (dict(zip(keys[i], raw[i])) for i in (lo, hi))
     as_taken = [y[k] - x[k] for k in sorted(common)]
     call = "differ" if one_sided <= rule.p and len(common) >= 2 and (
         not st or seq.paired_llr(as_taken, delta, st) >= PAIRED) else "unknown"

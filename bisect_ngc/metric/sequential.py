@@ -166,20 +166,20 @@ def shifted(a: Sequence[float], b: Sequence[float], s: float, dof: int, alpha: f
     """(change, low, high, p) of b's trimmed mean over a's, with the noise s known
     from every commit's runs (dof degrees of freedom): a pair of few runs each can differ
     significantly when the whole session shows the noise small."""
-    from scipy import stats
     se = 1.25 * s * math.sqrt(1 / len(a) + 1 / len(b))     # a trimmed mean's efficiency
-    delta = trimmed(b)[0] - trimmed(a)[0]
-    q = float(stats.t.ppf(1 - alpha / 2, dof))
-    return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
+    return _t_interval(trimmed(b)[0] - trimmed(a)[0], se, dof, alpha)
 
 
 def paired(d: Sequence[float], s: float, dof: int, alpha: float
            ) -> tuple[float, float, float, float]:
     """`shifted` for runs matched pass by pass: the trimmed mean of their differences d,
     so a pass in which the machine switched state is trimmed as one, not as two runs."""
+    return _t_interval(trimmed(d)[0], 1.25 * s * math.sqrt(2 / len(d)), dof, alpha)
+
+
+def _t_interval(delta: float, se: float, dof: int, alpha: float
+                ) -> tuple[float, float, float, float]:
     from scipy import stats
-    se = 1.25 * s * math.sqrt(2 / len(d))
-    delta = trimmed(d)[0]
     q = float(stats.t.ppf(1 - alpha / 2, dof))
     return delta, delta - q * se, delta + q * se, float(2 * stats.t.sf(abs(delta) / se, dof))
 
