@@ -161,9 +161,9 @@ def confirm(found: Result, samples: Mapping[int, Sample], attempts: Mapping[int,
         else None
     if not more and d is not None and d.call == "differ":
         return found
-    if d is None or d.n_old < 2:        # the pair runs together: a pass in common each
+    if not more or d is None or d.n_old < 2:    # the pair runs together, a pass in common
         more = (lo, hi)
-    more = tuple(i for i in (more or (lo, hi)) if attempts.get(i, 0) < rule.max_runs)
+    more = tuple(i for i in more if attempts.get(i, 0) < rule.max_runs)
     if more:
         return more
     return Result(Status.AMBIGUOUS, last_old=lo, candidates=(hi,), old_outcome=found.old_outcome,
