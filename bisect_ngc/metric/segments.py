@@ -81,7 +81,9 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
     the commits asked for and each end of the open interval (the drift guard,
     comparator.guard); each later pass, the round's commits that `plan` still asks for,
     read after the last pass (the caller adds its runs to samples and attempts): a commit
-    far from one side costs one run, and an answer's pair asked for again runs together."""
+    far from one side costs one run, and an answer's pair asked for again runs together.
+    A commit that sits out a pass sits out the rest of the round: its runs keep the pass
+    numbers confirmation.passes gives them, so a pair compares runs taken side by side."""
     first = tuple(sorted(set(asked) | set(guard(verdicts, n, attempts, rule))))
     todo = first
     for _ in range(rule.block):
@@ -91,7 +93,7 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
             return
         yield todo
         more = plan(n, samples, attempts, rule).more
-        todo = tuple(i for i in first if i in more)
+        todo = tuple(i for i in todo if i in more)
 
 
 def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],
@@ -128,7 +130,8 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
                       offset=a)
     if isinstance(checked, tuple):
         acc.more |= {i + a for i in checked}
-    elif checked.status is Status.FOUND and checked.last_old is not None and checked.first_new is not None:
+    elif checked.status is Status.FOUND and checked.last_old is not None and \
+            checked.first_new is not None:
         lo, hi = checked.last_old + a, checked.first_new + a
         acc.found.append((lo, hi))
         more = leftover(a, b, lo, hi, samples, rule)    # more change than the pair's?
