@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping
 
+from . import sequential as seq
 from .comparator import (ENDPOINT_RUNS, NO_NUMBER_TRIES, Call, Difference, Judgement, Rule,
-                         Sample, guard, judge, settled)
+                         Sample, all_positive, classify, guard, judge, machine_states, numbers,
+                         references, settled)
 from .confirmation import confirm, leftover
 from ..core.search import Result, Round, Status, Verdict, next_step
 
@@ -83,10 +85,16 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
     read after the last pass (the caller adds its runs to samples and attempts): a commit
     far from one side costs one run, and an answer's pair asked for again runs together.
     A commit that sits out a pass sits out the rest of the round: its runs keep the pass
-    numbers confirmation.passes gives them, so a pair compares runs taken side by side."""
-    first = tuple(sorted(set(asked) | set(guard(verdicts, n, attempts, rule))))
-    todo = first
-    for _ in range(rule.block):
+    numbers confirmation.passes gives them, so a pair compares runs taken side by side.
+    Where one run at a side's level would be called that side (the sides many noise
+    widths apart), a step's commits not yet run run once, alone: a run that decides needs
+    no guard (the drift of rounds near it still corrects it, seq.offsets), and one that
+    does not is asked for again, beside the guards, in the next round."""
+    guards = guard(verdicts, n, attempts, rule)
+    alone = bool(guards) and not any(attempts.get(i, 0) for i in asked) and \
+        _one_run_decides(samples, verdicts, rule)
+    todo = tuple(sorted(set(asked) | (set() if alone else set(guards))))
+    for _ in range(1 if alone else rule.block):
         todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs and
                      (samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES))
         if not todo:
@@ -94,6 +102,19 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
         yield todo
         more = plan(n, samples, attempts, rule).more
         todo = tuple(i for i in todo if i in more)
+
+
+def _one_run_decides(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
+                     rule: Rule) -> bool:
+    """Whether one run at either side's level would be called that side by itself."""
+    positive = all_positive(samples)
+    st = machine_states(samples, positive)
+    refs = references(samples, verdicts)
+    old, new = (seq.fold(seq.scaled(numbers(refs[v]), positive), st)
+                for v in (Verdict.PASS, Verdict.FAIL))
+    return bool(old and new) and all(
+        classify([seq.trimmed(side)[0]], old, new, rule, rule.search_alpha, st) is call
+        for side, call in ((old, Call.LIKE_OLD), (new, Call.LIKE_NEW)))
 
 
 def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],
