@@ -319,3 +319,29 @@ def test_a_step_s_commit_runs_alone_only_where_one_run_can_decide_it():
         assert p.step == (3,)
         got = next(passes(p.step, p.verdicts, 8, samples, attempts, rule))
         assert got == first, sigma
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_a_commit_that_sits_out_a_pass_sits_out_the_round(seed):
+    """confirmation.passes numbers a commit's runs by their count within the round: a
+    commit back after a pass away would be compared with its pair's runs of another pass
+    (a guard, mostly, while a minority clock state makes the probe lean both ways)."""
+    from benchmarks.metric_verdicts import bimodal
+    from bisect_ngc.metric.segments import passes, plan
+    rng, rule, n = random.Random(seed), Rule(block=3, max_runs=10), 8
+    noise, at = bimodal(0.003, 0.05, 0.15), rng.randrange(1, n)
+    samples: dict[int, list[tuple[int, float]]] = {}
+    attempts: dict[int, int] = {}
+    for rnd in range(1, 40):
+        p = plan(n, samples, attempts, rule)
+        if not (p.more or p.step):
+            return
+        ran: dict[int, list[int]] = {}
+        for k, todo in enumerate(passes(p.more or p.step, p.verdicts, n, samples, attempts,
+                                        rule), 1):
+            for i in todo:
+                ran.setdefault(i, []).append(k)
+                samples.setdefault(i, []).append((rnd, (1.05 if i >= at else 1.0) * noise(rng)))
+                attempts[i] = attempts.get(i, 0) + 1
+        assert all(ks == list(range(1, len(ks) + 1)) for ks in ran.values()), ran

@@ -107,9 +107,10 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     check it, for they are the ones that happened to lean. (An answer is wrong only when
     its pair was called wrong and this check then agrees with that call.) Unknown while i
     is no side's on all its runs; on a machine whose runs are wild (seq.wild: a share of
-    them in a second state, or a tail) while fewer than CONFIRM_RUNS fresh runs exist, or
-    while the deciding run and every fresh one could all have fallen there more often
-    than p / 10; and while fewer exist and i's runs lie off its side's level (near it
+    them in a second state, or a tail, a quarter of the shift or more off) while fewer
+    than CONFIRM_RUNS fresh runs exist, or while the deciding run and every fresh one
+    could all have fallen there more often than p / 10; and while fewer exist and i's
+    runs lie off its side's level (near it
     only by a quarter of the shift)."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
@@ -122,7 +123,8 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
                  if classify(values[:k], old, new, rule, rule.search_alpha, st) is call),
                 len(values))
     fresh = values[made:]
-    share = seq.wild([seq.scaled(numbers(s), positive) for s in samples.values() if s])
+    share = seq.wild([seq.scaled(numbers(s), positive) for s in samples.values() if s],
+                     abs(seq.trimmed(new)[0] - seq.trimmed(old)[0]) / 4)
     if share and (len(fresh) < CONFIRM_RUNS or share ** (len(fresh) + 1) > rule.p / 10):
         return Call.UNKNOWN
     side = new if call is Call.LIKE_NEW else old

@@ -175,7 +175,8 @@ class MetricJudge:
             "rounds": self.narrowing(),
             "drift": {str(r): d for r, d in drift(self.samples, j.verdicts).items()}}
         pairs = [("endpoints", 0, n - 1)]
-        if found.status is Status.FOUND and found.last_old is not None and found.first_new is not None:
+        if found.status is Status.FOUND and found.last_old is not None and \
+                found.first_new is not None:
             pairs.append(("culprit", found.last_old, found.first_new))
         for key, lo, hi in pairs:
             if self.samples.get(lo) and self.samples.get(hi):

@@ -13,6 +13,7 @@ answer: every change found, each with its own pair confirmed (comparator.confirm
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping
 
@@ -86,10 +87,11 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
     far from one side costs one run, and an answer's pair asked for again runs together.
     A commit that sits out a pass sits out the rest of the round: its runs keep the pass
     numbers confirmation.passes gives them, so a pair compares runs taken side by side.
-    Where one run at a side's level would be called that side (the sides many noise
-    widths apart), a step's commits not yet run run once, alone: a run that decides needs
-    no guard (the drift of rounds near it still corrects it, seq.offsets), and one that
-    does not is asked for again, beside the guards, in the next round."""
+    Where one run two noise widths off a side's level would still be called that side
+    (the sides many noise widths apart), a step's commits not yet run run once, alone: a
+    run that decides needs no guard (the drift of rounds near it still corrects it,
+    seq.offsets), and one that does not is asked for again, beside the guards, in the
+    next round."""
     guards = guard(verdicts, n, attempts, rule)
     alone = bool(guards) and not any(attempts.get(i, 0) for i in asked) and \
         _one_run_decides(samples, verdicts, rule)
@@ -106,15 +108,22 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
 
 def _one_run_decides(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
                      rule: Rule) -> bool:
-    """Whether one run at either side's level would be called that side by itself."""
+    """Whether one run RUN_OFF noise widths off either side's level, towards the other
+    side, would still be called that side by itself."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     refs = references(samples, verdicts)
     old, new = (seq.fold(seq.scaled(numbers(refs[v]), positive), st)
                 for v in (Verdict.PASS, Verdict.FAIL))
-    return bool(old and new) and all(
-        classify([seq.trimmed(side)[0]], old, new, rule, rule.search_alpha, st) is call
-        for side, call in ((old, Call.LIKE_OLD), (new, Call.LIKE_NEW)))
+    if not old or not new:
+        return False
+    lo, hi = seq.trimmed(old)[0], seq.trimmed(new)[0]
+    off = math.copysign(RUN_OFF * (st.sigma if st else seq.noise([old, new])), hi - lo)
+    return classify([lo + off], old, new, rule, rule.search_alpha, st) is Call.LIKE_OLD and \
+        classify([hi - off], old, new, rule, rule.search_alpha, st) is Call.LIKE_NEW
+
+
+RUN_OFF = 2.0
 
 
 def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, Sample],

@@ -65,17 +65,17 @@ def noise(groups: Sequence[Sequence[float]]) -> float:
     return max(MAD_TO_SIGMA * statistics.median(deviations), math.sqrt(squares / dof), FLOOR)
 
 
-def wild(groups: Sequence[Sequence[float]]) -> float:
+def wild(groups: Sequence[Sequence[float]], least: float = 0.0) -> float:
     """The share of runs that lie WILD noise widths from their group's median, the width by
     the median absolute deviation (which a minority clock state or a rare outlier leaves
-    narrow): a second clock state, or a heavy tail, that a few runs in a row can share.
-    0 when none does, else the share's 95% upper bound (a commit measured only in that
-    state shows no run wild: the share seen is low)."""
+    narrow), and `least` or more: a second clock state, or a heavy tail, that a few runs
+    in a row can share. 0 when none does, else the share's 95% upper bound (a commit
+    measured only in that state shows no run wild: the share seen is low)."""
     from scipy import stats
     devs = [abs(v - m) for g in groups if len(g) >= 2 for m in [statistics.median(g)]
             for v in g]
     width = max(MAD_TO_SIGMA * statistics.median(devs), FLOOR) if devs else 0.0
-    far = sum(d > WILD * width for d in devs)
+    far = sum(d > max(WILD * width, least) for d in devs)
     return float(stats.beta.ppf(0.95, far + 1, len(devs) - far + 1)) if far else 0.0
 
 
