@@ -110,8 +110,7 @@ def fresh_call(i: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Ver
     them in a second state, or a tail, a quarter of the shift or more off) while fewer
     than CONFIRM_RUNS fresh runs exist, or while the deciding run and every fresh one
     could all have fallen there more often than p / 10; and while fewer exist and i's
-    runs lie off its side's level (near it
-    only by a quarter of the shift)."""
+    runs lie off its side's level (near it only by a quarter of the shift)."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
     x, old, new = corrected(samples[i], references(samples, verdicts, leave_out=i), positive, st)
