@@ -68,7 +68,7 @@ def noise(groups: Sequence[Sequence[float]]) -> float:
 def wild(groups: Sequence[Sequence[float]], least: float = 0.0) -> float:
     """The share of runs that lie WILD noise widths from their group's median, the width by
     the median absolute deviation (which a minority clock state or a rare outlier leaves
-    narrow), and `least` or more: a second clock state, or a heavy tail, that a few runs
+    narrow), and more than `least`: a second clock state, or a heavy tail, that a few runs
     in a row can share. 0 when none does, else the share's 95% upper bound (a commit
     measured only in that state shows no run wild: the share seen is low)."""
     from scipy import stats
