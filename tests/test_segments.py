@@ -277,12 +277,25 @@ def test_a_part_s_ends_keep_a_round_and_can_still_be_decided(max_runs, block):
     assert max(runs[0], runs[2]) <= max_runs - keep
 
 
+def _round(rnd: int, n: int, samples, attempts, rule: Rule, value) -> list[tuple[int, ...]]:
+    """One round as the engine runs it, each run's number from value(commit): its passes."""
+    from bisect_ngc.metric.segments import passes, plan
+    p = plan(n, samples, attempts, rule)
+    ran = []
+    for todo in passes(p.more or p.step, p.verdicts, n, samples, attempts, rule):
+        ran.append(todo)
+        for i in todo:
+            samples.setdefault(i, []).append((rnd, value(i)))
+            attempts[i] = attempts.get(i, 0) + 1
+    return ran
+
+
 def test_an_answer_s_pair_asked_for_again_runs_together_in_the_round():
     """The H100 session (benchmarks/results/metric_gpu_found_ffn2120_h100_s5_runs.txt): its
     sides 40 noise widths apart, one run decides #4, so it runs alone (the guards #3 and #5
     cost two runs there). Its pair then needs fresh runs side by side: #3 and #4 run
     together, two passes, in one round: 5 runs from round 4 on, where it took 9."""
-    from bisect_ngc.metric.segments import passes, plan
+    from bisect_ngc.metric.segments import plan
     rule = Rule(block=5, max_runs=10)
     old, new = [9.804, 9.8073, 9.7964, 9.8077, 9.8063], [10.1856, 10.1932, 10.1875, 10.1852,
                                                           10.1832]
@@ -290,15 +303,8 @@ def test_an_answer_s_pair_asked_for_again_runs_together_in_the_round():
                [(2, 10.1859), (3, 10.189)], 3: [(2, 9.8054), (3, 9.8066)], 5: [(3, 10.1899)]}
     attempts = {i: len(s) for i, s in samples.items()}
     took = {3: [9.8062, 9.7967], 4: [10.1889, 10.186, 10.1836]}
-    rounds = []
-    for rnd in (4, 5):
-        p = plan(8, samples, attempts, rule)
-        rounds.append([])
-        for todo in passes(p.more or p.step, p.verdicts, 8, samples, attempts, rule):
-            rounds[-1].append(todo)
-            for i in todo:
-                samples.setdefault(i, []).append((rnd, took[i].pop(0)))
-                attempts[i] = attempts.get(i, 0) + 1
+    rounds = [_round(rnd, 8, samples, attempts, rule, lambda i: took[i].pop(0))
+              for rnd in (4, 5)]
     assert rounds == [[(4,)], [(3, 4), (3, 4)]]
     done = plan(8, samples, attempts, rule)
     assert done.result is not None and done.changes == ((3, 4),)
@@ -328,20 +334,17 @@ def test_a_commit_that_sits_out_a_pass_sits_out_the_round(seed):
     commit back after a pass away would be compared with its pair's runs of another pass
     (a guard, mostly, while a minority clock state makes the probe lean both ways)."""
     from benchmarks.metric_verdicts import bimodal
-    from bisect_ngc.metric.segments import passes, plan
     rng, rule, n = random.Random(seed), Rule(block=3, max_runs=10), 8
     noise, at = bimodal(0.003, 0.05, 0.15), rng.randrange(1, n)
     samples: dict[int, list[tuple[int, float]]] = {}
     attempts: dict[int, int] = {}
     for rnd in range(1, 40):
-        p = plan(n, samples, attempts, rule)
-        if not (p.more or p.step):
+        ran = _round(rnd, n, samples, attempts, rule,
+                     lambda i: (1.05 if i >= at else 1.0) * noise(rng))
+        if not ran:
             return
-        ran: dict[int, list[int]] = {}
-        for k, todo in enumerate(passes(p.more or p.step, p.verdicts, n, samples, attempts,
-                                        rule), 1):
+        counts: dict[int, list[int]] = {}
+        for k, todo in enumerate(ran, 1):
             for i in todo:
-                ran.setdefault(i, []).append(k)
-                samples.setdefault(i, []).append((rnd, (1.05 if i >= at else 1.0) * noise(rng)))
-                attempts[i] = attempts.get(i, 0) + 1
-        assert all(ks == list(range(1, len(ks) + 1)) for ks in ran.values()), ran
+                counts.setdefault(i, []).append(k)
+        assert all(ks == list(range(1, len(ks) + 1)) for ks in counts.values()), counts
