@@ -228,6 +228,7 @@ class States:
 STATES_RUNS = 16          # runs, in groups of STATES_GROUP or more, before two states are sought
 STATES_GROUP = 6          # a smaller group fits any two states by placing its own level
 STATES_SEPARATION = 4.0   # the gap, in within-state noise, before two states are believed
+STATES_PRICE = 2.5        # times log(runs): the log-likelihood gain two states must show
 
 
 def _phi(z: float) -> float:
@@ -271,10 +272,12 @@ def states(groups: Sequence[Sequence[float]]) -> States | None:
 def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     """Two states shared by every group (each group at a level of its own), by EM from a
     few starting gaps, on the groups of STATES_GROUP runs or more; None unless they explain
-    the numbers better than one state by a log-likelihood ratio of 3 log(runs) (three
-    times BIC's price of the two parameters more: one normal state split in two by chance
-    passes 2 log(runs) about once in a hundred), lie STATES_SEPARATION apart, each holds a
-    tenth of the runs, and two groups or more show both, twice each."""
+    the numbers better than one state by a log-likelihood ratio of STATES_PRICE log(runs)
+    (2.5 times BIC's price of the two parameters more), lie STATES_SEPARATION apart, each
+    holds a tenth of the runs, and two groups or more show both, twice each. One normal
+    state passes all that in about 1 in 100 tries of five commits of six runs, never in
+    400 of two of thirty; two states 10% apart at 2% noise, in 96 of 100 tries of two
+    commits of thirty (88 at 3 log(runs)): benchmarks/states_price.py."""
     gs = [list(g) for g in groups if len(g) >= STATES_GROUP]
     n = sum(len(g) for g in gs)
     if n < STATES_RUNS:
@@ -289,7 +292,7 @@ def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     one = -n / 2 - n * math.log(one_sigma)
     both = sum(1 for g, lv in zip(gs, level)
                if 2 <= sum(v - lv > st.gap / 2 for v in g) <= len(g) - 2)
-    if two - one < 3 * math.log(n) or st.gap < STATES_SEPARATION * st.sigma or \
+    if two - one < STATES_PRICE * math.log(n) or st.gap < STATES_SEPARATION * st.sigma or \
             not 0.1 <= st.share <= 0.9 or both < 2:
         return None
     return st
