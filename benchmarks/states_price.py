@@ -27,16 +27,21 @@ SHAPES = [(30, 30), (20, 20), (10, 10), (6, 6, 6, 6, 6)]
 PRICES = (2.0, 2.5, 3.0)
 
 
-def seen(noise, shape: tuple[int, ...], price: float, tries: int, seed: int) -> float:
-    rng = random.Random(seed)
-    seq.STATES_PRICE = price
-    hits = 0
-    for _ in range(tries):
-        groups = [[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
-                  for j, k in enumerate(shape)]
+def seen(noise, shape: tuple[int, ...], tries: int, rng: random.Random,
+         price: float | None = None) -> float:
+    """The share of tries in which seq.states sees two states: commits 5% apart, each
+    measured as often as `shape` says; at `price` (the module's own price left as it was
+    after), else at seq.STATES_PRICE."""
+    kept = seq.STATES_PRICE
+    seq.STATES_PRICE = kept if price is None else price
+    seq._states.cache_clear()           # its answers were found at another price
+    try:
+        return sum(seq.states([[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
+                               for j, k in enumerate(shape)]) is not None
+                   for _ in range(tries)) / tries
+    finally:
+        seq.STATES_PRICE = kept
         seq._states.cache_clear()
-        hits += seq.states(groups) is not None
-    return hits / tries
 
 
 def main() -> int:
@@ -49,7 +54,8 @@ def main() -> int:
           " |\n|---|---|" + "---:|" * len(PRICES))
     for label, noise in KINDS:
         for shape in SHAPES:
-            cells = [f"{seen(noise, shape, p, args.tries, args.seed):.1%}" for p in PRICES]
+            cells = [f"{seen(noise, shape, args.tries, random.Random(args.seed), p):.1%}"
+                     for p in PRICES]
             print(f"| {label} | {', '.join(map(str, shape))} | " + " | ".join(cells) + " |")
     return 0
 

@@ -4,7 +4,6 @@ a second state 5% off, a 5% change) that named a wrong commit, and the rules tha
 them."""
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, sticky
+from benchmarks.states_price import seen
 from bisect_ngc.metric import sequential as seq
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.metric.comparator import Call, Rule
@@ -164,21 +164,11 @@ def test_a_second_state_as_far_off_as_the_change_names_no_wrong_commit(seed, n, 
     assert not t.wrong, t
 
 
-def _seen(noise, shape: tuple[int, ...], tries: int, rng: random.Random) -> float:
-    """The share of tries in which seq.states sees two states: commits 5% apart, each
-    measured as often as `shape` says."""
-    hits = 0
-    for _ in range(tries):
-        hits += seq.states([[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
-                            for j, k in enumerate(shape)]) is not None
-    return hits / tries
-
-
 def test_two_clock_states_are_seen_by_the_endpoints_at_max_runs_and_one_is_not_split():
     """Two states 10% apart at 2% noise, each endpoint at --max-runs (30): at a price of
     3 log(runs) they were seen in 88% of tries, and the sessions that did not see them
     ended exit 3 with the 5% change unresolved (7 and 8 of 100 at seeds 2 and 3 of the
     bimodal row); one lognormal state measured in five commits of six is still not split."""
     rng = random.Random(7)
-    assert _seen(bimodal(0.02), (30, 30), 400, rng) >= 0.925
-    assert _seen(lognormal(0.02), (6,) * 5, 400, rng) <= 0.03
+    assert seen(bimodal(0.02), (30, 30), 400, rng) >= 0.925
+    assert seen(lognormal(0.02), (6,) * 5, 400, rng) <= 0.03
