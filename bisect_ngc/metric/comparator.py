@@ -123,8 +123,7 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     alpha = rule.alpha(look)
     positive = min(min(old), min(new)) > 0
     a, b = seq.scaled(old, positive), seq.scaled(new, positive)
-    st = seq.states([a, b])          # two machine states: each side's runs in one
-    a, b = seq.fold(a, st), seq.fold(b, st)
+    a, b = seq.fold_pair(a, b)        # two machine states: each side's runs in one
     base = statistics.median(old)
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     delta, low, high, p = seq.interval(a, b, alpha)

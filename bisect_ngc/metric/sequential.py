@@ -318,6 +318,20 @@ def fold(values: Sequence[float], st: States | None) -> list[float]:
     return [v - st.gap if abs(v - lv - st.gap) < abs(v - lv) else v for v in values]
 
 
+def fold_pair(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Two samples folded by the two states their runs show (see states), unless the
+    folded change may be as wide as the gap (its 95% upper bound) and lies a quarter gap
+    or more from the unfolded one: folding may then have taken one commit's level for the
+    other state's, and a change that wide is seen unfolded."""
+    st = states([a, b])
+    fa, fb = fold(a, st), fold(b, st)
+    if st is None:
+        return fa, fb
+    folded, low, high, _ = interval(fa, fb, 0.1)
+    moved = abs(folded - interval(a, b, 0.1)[0])
+    return (list(a), list(b)) if max(-low, high) >= st.gap and moved >= st.gap / 4 else (fa, fb)
+
+
 def mixed_logp(x: float, level: float, st: States) -> float:
     """log p(x) for a commit at `level` with two states: its level or level + gap."""
     def t(z: float) -> float:
