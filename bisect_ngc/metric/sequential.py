@@ -228,7 +228,7 @@ class States:
 STATES_RUNS = 16          # runs, in groups of STATES_GROUP or more, before two states are sought
 STATES_GROUP = 6          # a smaller group fits any two states by placing its own level
 STATES_SEPARATION = 4.0   # the gap, in within-state noise, before two states are believed
-STATES_PRICE = 3.0        # times log(runs): the log-likelihood gain two states must show
+STATES_PRICE = 2.5        # times log(runs): the log-likelihood gain two states must show
 
 
 def _phi(z: float) -> float:
@@ -273,11 +273,11 @@ def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     """Two states shared by every group (each group at a level of its own), by EM from a
     few starting gaps, on the groups of STATES_GROUP runs or more; None unless they explain
     the numbers better than one state by a log-likelihood ratio of STATES_PRICE log(runs)
-    (three times BIC's price of the two parameters more), lie STATES_SEPARATION apart,
+    (2.5 times BIC's price of the two parameters more), lie STATES_SEPARATION apart,
     each holds a tenth of the runs, and two groups or more show both, twice each. Two
-    states 10% apart at 2% noise pass in 88 of 100 tries of two commits of thirty runs
-    (benchmarks/states_price.py); a price of 2.5 sees 96, but also saw two states in
-    one machine's real timings of two commits of eight (tests/test_metric_states.py)."""
+    states 10% apart at 2% noise pass in 96 of 100 tries of two commits of thirty runs
+    (88 at 3 log(runs); benchmarks/states_price.py). Real timings of two commits of
+    eight on a CPU pass too (tests/test_metric_states.py): see fold_pair."""
     gs = [list(g) for g in groups if len(g) >= STATES_GROUP]
     n = sum(len(g) for g in gs)
     if n < STATES_RUNS:
@@ -320,9 +320,9 @@ def fold(values: Sequence[float], st: States | None) -> list[float]:
 
 def fold_pair(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]]:
     """Two samples folded by the two states their runs show (see states), unless the
-    folded change may be as wide as the gap (its 95% upper bound) and lies a quarter gap
-    or more from the unfolded one: folding may then have taken one commit's level for the
-    other state's, and a change that wide is seen unfolded."""
+    folded change may be as wide as the gap (the far end of its 90% interval) and lies a
+    quarter gap or more from the unfolded one: folding may then have taken one commit's
+    level for the other state's, and a change that wide is seen unfolded."""
     st = states([a, b])
     fa, fb = fold(a, st), fold(b, st)
     if st is None:
