@@ -10,7 +10,8 @@ states 10% apart, each run in one at random); drift (the machine's speed takes a
 step before every run). Prints per row: found, ambiguous, exit 3 (no change / inconclusive
 / invalid), wrong (a named commit that is no culprit), the median runs per bisection, and
 for the clean rows an oracle's: the same search with the same SPRT, but both distributions
-known.
+known. With --phases, then where those rows' runs went (PHASES): the oracle pays only for
+what the search asks.
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Trial:
     culprits: tuple[int, ...]
     runs: int
     named: tuple[int, ...] = ()       # every change found
+    phases: tuple[int, ...] = ()      # runs: PHASES, in that order
 
     @property
     def all_named(self) -> bool:
@@ -86,6 +88,7 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
     samples: dict[int, list[tuple[int, float]]] = {}
     attempts: dict[int, int] = {}
     state = {"machine": 1.0, "round": 0, "runs": 0}
+    by = dict.fromkeys(PHASES, 0)
 
     def run(i: int) -> None:
         state["machine"] *= rng.lognormvariate(0, drift) if drift else 1.0
@@ -94,23 +97,31 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
         attempts[i] = attempts.get(i, 0) + 1
         state["runs"] += 1
 
-    def measure(asked: tuple[int, ...], verdicts) -> None:
+    def measure(asked: tuple[int, ...], verdicts, phase: str) -> None:
         state["round"] += 1
         for todo in passes(asked, verdicts, n, samples, attempts, rule):
             for i in todo:
                 run(i)
+                by[phase if phase != "asked" or i in asked else "guards"] += 1
 
     culprits = tuple(sorted(changes))
     while True:
         p = plan(n, samples, attempts, rule)
         if p.more or p.step:
-            measure(p.more or p.step, p.verdicts)
+            measure(p.more or p.step, p.verdicts,
+                    "asked" if p.step else "more" if by["asked"] else "endpoints")
             continue
         if p.result is None:
-            return Trial("exit-3", None, culprits, state["runs"])
+            return Trial("exit-3", None, culprits, state["runs"], phases=tuple(by.values()))
         first = p.result.first_new if p.result.status is Status.FOUND else None
         return Trial(p.result.status.value, first, culprits, state["runs"],
-                     tuple(hi for _, hi in p.changes))
+                     tuple(hi for _, hi in p.changes), tuple(by.values()))
+
+
+# Where a session's runs go: the endpoints until they differ; the commits the search asks
+# for; the drift guards of those rounds (the open interval's ends); every later round's
+# ("more": an undecided commit's runs, the answer's fresh check).
+PHASES = ("endpoints", "asked", "guards", "more")
 
 
 def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Random,
@@ -164,12 +175,15 @@ def main() -> int:
     ap.add_argument("--only", default="", help="run only the rows whose label has this text")
     ap.add_argument("--max-runs", type=int, default=Rule.max_runs)
     ap.add_argument("--runs-per-round", type=int, default=Rule.block)
+    ap.add_argument("--phases", action="store_true",
+                    help="then, for the rows with an oracle, the median runs of each phase")
     args = ap.parse_args()
     rule = Rule(block=args.runs_per_round, max_runs=args.max_runs)
     print(f"rule: p {rule.p}, min change {rule.min_change:.0%}, up to {rule.block} runs a "
           f"round, max runs {rule.max_runs}; {args.trials} trials of {args.n} commits\n")
     print("| scenario | found | both named | ambiguous | exit 3 | wrong | runs, median | "
           "oracle runs, median |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    phased = []
     for label, sizes, noise, drift in ROWS:
         if args.only not in label:
             continue
@@ -190,6 +204,9 @@ def main() -> int:
                statistics.median(t.runs for t in trials),
                statistics.median(oracle) if oracle else "-"]
         print(f"| {label} | " + " | ".join(str(v) for v in row) + " |")
+        if oracle:
+            phased.append((label, [statistics.median(t.phases[k] for t in trials)
+                                   for k in range(len(PHASES))], statistics.median(oracle)))
     for label, noise, drift in NULLS:
         if args.only not in label or not args.nulls:
             continue
@@ -200,6 +217,10 @@ def main() -> int:
               f"{sum(t.status == 'exit-3' for t in trials)} | "
               f"{sum(t.status == 'found' for t in trials)} | "
               f"{statistics.median(t.runs for t in trials):g} | - |")
+    if args.phases and phased:
+        print("\n| scenario | " + " | ".join(PHASES) + " | oracle |\n|---|" + "---:|" * 5)
+        for label, cells, floor in phased:
+            print(f"| {label} | " + " | ".join(f"{v:g}" for v in cells) + f" | {floor:g} |")
     return 0
 
 
