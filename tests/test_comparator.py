@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, pareto
+from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, oracle_runs, pareto
 from bisect_ngc.metric import sequential as seq
-from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints, judge,
-                                          looks, settled)
+from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints,
+                                          judge, looks, settled)
 from bisect_ngc.metric.confirmation import share
 from bisect_ngc.core.search import Verdict
 
@@ -90,6 +90,20 @@ def test_far_apart_sides_decide_a_commit_in_one_run():
     assert classify(draw(rng, 1, 1.0, 0.0005), old, new, rule) is Call.LIKE_OLD
     d = endpoints(old, new, rule)
     assert d.call == "differ" and d.n_old == ENDPOINT_RUNS == 5     # the first look
+
+
+def test_the_commits_the_search_asks_cost_what_the_oracle_pays():
+    """At 45 noise widths one run decides each commit the search asks, as it does for the
+    oracle; the rest of a session is its endpoints and its later rounds (the fresh check),
+    and the phases add up to its runs."""
+    rng = random.Random(4)
+    for _ in range(5):
+        at = rng.randrange(1, 32)
+        t = bisect_once(32, {at: 0.0225}, lognormal(0.0005), Rule(), rng)
+        endpoints_, asked, guards, more = t.phases
+        assert t.right and endpoints_ + asked + guards + more == t.runs
+        assert asked == oracle_runs(32, 0.0225, lognormal(0.0005), Rule(), rng, at)
+        assert endpoints_ >= 2 * ENDPOINT_RUNS and more > 0
 
 
 def test_a_slowdown_and_a_speedup_are_the_same_search():
