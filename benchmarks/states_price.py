@@ -11,10 +11,12 @@ pass, two states as often as possible. The commits lie 5% apart, as in the table
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import sys
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.metric_verdicts import bimodal, lognormal, pareto, sticky  # noqa: E402
@@ -27,21 +29,27 @@ SHAPES = [(30, 30), (20, 20), (10, 10), (6, 6, 6, 6, 6)]
 PRICES = (2.0, 2.5, 3.0)
 
 
-def seen(noise, shape: tuple[int, ...], tries: int, rng: random.Random,
-         price: float | None = None) -> float:
-    """The share of tries in which seq.states sees two states: commits 5% apart, each
-    measured as often as `shape` says; at `price` (the module's own price left as it was
-    after), else at seq.STATES_PRICE."""
+@contextlib.contextmanager
+def at_price(price: float | None) -> Iterator[None]:
+    """seq.states at `price` (None: its own) inside, and as it was after."""
     kept = seq.STATES_PRICE
     seq.STATES_PRICE = kept if price is None else price
     seq._states.cache_clear()           # its answers were found at another price
     try:
-        return sum(seq.states([[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
-                               for j, k in enumerate(shape)]) is not None
-                   for _ in range(tries)) / tries
+        yield
     finally:
         seq.STATES_PRICE = kept
         seq._states.cache_clear()
+
+
+def seen(noise, shape: tuple[int, ...], tries: int, rng: random.Random,
+         price: float | None = None) -> float:
+    """The share of tries in which seq.states sees two states: commits 5% apart, each
+    measured as often as `shape` says; at `price`, else at seq.STATES_PRICE."""
+    with at_price(price):
+        return sum(seq.states([[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
+                               for j, k in enumerate(shape)]) is not None
+                   for _ in range(tries)) / tries
 
 
 def main() -> int:

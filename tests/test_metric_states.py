@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, sticky
-from benchmarks.states_price import seen
+from benchmarks.states_price import at_price, seen
 from bisect_ngc.metric import sequential as seq
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.metric.comparator import Call, Rule, endpoints
@@ -166,23 +166,21 @@ def test_a_second_state_as_far_off_as_the_change_names_no_wrong_commit(seed, n, 
 
 
 @pytest.mark.parametrize("price", [2.0, 2.5, 3.0])
-def test_real_timings_of_two_commits_do_not_differ_by_the_gap_a_fold_reads(price, monkeypatch):
+def test_real_timings_of_two_commits_do_not_differ_by_the_gap_a_fold_reads(price):
     """A null history in CI (tests/test_metric_cli.py::test_null_histories_name_no_culprit,
     seed 8): the same work timed on the CPU, the endpoints' first 8 runs each. From a
     price of 2.5 log(runs) down, seq.states sees two states 5% apart in them; folded, new's
     lower runs sat on old's upper ones, the sides lay 6.2% apart, a gap and more, and the
     endpoints "differed" at p = 1e-6: the session ended ambiguous, where it must end "no
     change". A change as wide as the gap is not read from folded numbers (seq.fold_pair)."""
-    monkeypatch.setattr(seq, "STATES_PRICE", price)
-    seq._states.cache_clear()
     old = [2.1493, 2.0677, 2.1482, 2.0261, 2.153, 2.1479, 2.153, 2.1701]
     new = [2.2047, 2.3022, 2.2745, 2.2103, 2.2943, 2.1528, 2.1743, 2.1624]
     a, b = ([math.log(v) for v in side] for side in (old, new))
-    assert seq.fold_pair(a, b) == (a, b)
-    for n in (5, 8):
-        assert endpoints(old[:n], new[:n], Rule(p=0.001, max_runs=10)).call != "differ"
-    assert endpoints(old, new, Rule(p=0.001, max_runs=10), final=True).call != "differ"
-    seq._states.cache_clear()
+    with at_price(price):
+        assert seq.fold_pair(a, b) == (a, b)
+        for n in (5, 8):
+            assert endpoints(old[:n], new[:n], Rule(p=0.001, max_runs=10)).call != "differ"
+        assert endpoints(old, new, Rule(p=0.001, max_runs=10), final=True).call != "differ"
 
 
 def test_two_clock_states_are_seen_and_folded_at_the_endpoints_max_runs():
