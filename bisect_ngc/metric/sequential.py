@@ -274,10 +274,12 @@ def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     few starting gaps, on the groups of STATES_GROUP runs or more; None unless they explain
     the numbers better than one state by a log-likelihood ratio of STATES_PRICE log(runs)
     (2.5 times BIC's price of the two parameters more), lie STATES_SEPARATION apart,
-    each holds a tenth of the runs, and two groups or more show both, twice each. Two
-    states 10% apart at 2% noise pass in 96 of 100 tries of two commits of thirty runs
-    (88 at 3 log(runs); benchmarks/states_price.py). Real timings of two commits of
-    eight on a CPU pass too (tests/test_metric_states.py): see fold_pair."""
+    each holds a tenth of the runs, and two groups or more show both, twice each. One
+    normal state passes all that in about 1 in 100 tries of five commits of six runs,
+    never in 400 of two of thirty; two states 10% apart at 2% noise, in 96 of 100 tries
+    of two commits of thirty (88 at 3 log(runs)): benchmarks/states_price.py. Real
+    timings of two commits of eight on a CPU pass too (tests/test_metric_states.py):
+    see fold_pair."""
     gs = [list(g) for g in groups if len(g) >= STATES_GROUP]
     n = sum(len(g) for g in gs)
     if n < STATES_RUNS:
