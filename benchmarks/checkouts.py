@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bisect_ngc.vcs.history import History, Worktrees
+from bisect_ngc.vcs.history import History
+from bisect_ngc.vcs.worktrees import Worktrees
 from bisect_ngc.core.search import Result, Verdict, next_step
 from bisect_ngc.vcs.submodules import SubmoduleCache
 

@@ -26,7 +26,8 @@ def backend(shared: Path, repo: Path):
     from bisect_ngc.core.artifacts import ArtifactStore
     from bisect_ngc.core.recipes import Recipe
     from bisect_ngc.core.store import Store
-    from bisect_ngc.vcs.history import History, Worktrees
+    from bisect_ngc.vcs.history import History
+    from bisect_ngc.vcs.worktrees import Worktrees
     settings = SlurmSettings(runtime="enroot", image=IMAGE, container_import="dockerd",
                              shared_dir=shared, partition="cpu", gpu_partition="cpu",
                              gpus_per_probe=0, poll_min=0.2, poll_max=1.0)

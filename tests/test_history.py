@@ -7,7 +7,9 @@ import subprocess
 import pytest
 
 from bisect_ngc.errors import UserError
-from bisect_ngc.vcs.history import CheckoutError, History, Worktrees, parse_pr, validate_rev
+from bisect_ngc.vcs.mirrors import CheckoutError
+from bisect_ngc.vcs.history import History, parse_pr, validate_rev
+from bisect_ngc.vcs.worktrees import Worktrees
 
 from tests.lib.repos import make_repo
 

@@ -22,7 +22,8 @@ import pytest
 from bisect_ngc.core.probes import ProbeRequest
 from bisect_ngc.core.recipes import Mount
 from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
-from bisect_ngc.vcs.history import History, Worktrees
+from bisect_ngc.vcs.history import History
+from bisect_ngc.vcs.worktrees import Worktrees
 from bisect_ngc.core.artifacts import ArtifactStore
 from bisect_ngc.core.recipes import Recipe
 from bisect_ngc.core.search import RepeatPolicy, ceil_log
@@ -451,7 +452,7 @@ def test_the_enroot_script_quotes_a_hostile_shared_dir(tmp_path):
                            store=Store(tmp_path / "st"),
                            artifacts=ArtifactStore(shared / "artifacts"))
     backend.session = "s-1"
-    worktree, final = shared / "worktrees" / "slot-x", shared / "artifacts" / "k"
+    worktree, final = shared / "worktrees" / "lane-0" / "slot-x", shared / "artifacts" / "k"
     worktree.mkdir(parents=True)
     final.mkdir(parents=True)
     (final / "meta.json").write_text("{}")

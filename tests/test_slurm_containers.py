@@ -320,7 +320,8 @@ def ahead_backend(tmp_path: Path, *sbatch_args: str):
     from bisect_ngc.backends.slurm.backend import SlurmBackend, SlurmSettings
     from bisect_ngc.core.artifacts import ArtifactStore
     from bisect_ngc.core.recipes import Recipe
-    from bisect_ngc.vcs.history import History, Worktrees
+    from bisect_ngc.vcs.history import History
+    from bisect_ngc.vcs.worktrees import Worktrees
     if not (tmp_path / "r").exists():
         make_repo(tmp_path / "r", 4, 2)
     settings = SlurmSettings(runtime="enroot", image=IMAGE, container_import="dockerd",

@@ -9,7 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from bisect_ngc.vcs.history import CheckoutError, History, Worktrees
+from bisect_ngc.vcs.mirrors import CheckoutError
+from bisect_ngc.vcs.history import History
+from bisect_ngc.vcs.worktrees import Worktrees
 from bisect_ngc.core.store import Store
 from bisect_ngc.vcs.submodules import SubmoduleCache
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 from ..errors import UserError
-from ..vcs.history import Worktrees
+from ..vcs.worktrees import Worktrees
 from ..vcs.submodules import SubmoduleCache
 from .environments import Environment, of_probe
 from .search import RepeatPolicy

@@ -1,26 +1,23 @@
-"""The git side: repositories, revisions, first-parent candidates, metadata, worktrees."""
+"""The git side: repositories, revisions, first-parent candidates, metadata (the probes'
+worktrees are in worktrees.py)."""
 from __future__ import annotations
 
 import codecs
 import re
-import shutil
 import tempfile
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import git
 
 from ..errors import UserError
-from .mirrors import (CheckoutError, clone_mirror, is_url, last_line, locked, mirror_path,
-                      redact_url)
+from .mirrors import clone_mirror, is_url, last_line, locked, mirror_path, redact_url
 from ..prebuilt.overlay import Change
 
-if TYPE_CHECKING:
-    from .submodules import SubmoduleCache
-
-_REV_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}^~:+-]*$")
+# A revision as git takes it (any letters, `fix/café` and CJK names included), but never
+# one read as an option (a leading -), nor whitespace, control characters or globs.
+_REV_RE = re.compile(r"^[^\s\x00-\x1f\x7f\\?*\[-][^\s\x00-\x1f\x7f\\?*\[]*$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
 _PR_TITLE_RE = re.compile(r"\(#(\d+)\)")
 _PR_MERGE_RE = re.compile(r"^Merge pull request #(\d+) from ")       # GitHub's merge button
@@ -119,7 +116,9 @@ class History:
             sha = self._rev_parse(rev)
         if sha is None:
             raise UserError(f"revision '{rev}' is not in {self.origin}",
-                            hint="check the sha or fetch the branch that has it")
+                            hint="this clone is shallow: `git fetch --unshallow` in it may "
+                                 "bring it" if self.shallow() else
+                            "check the sha or fetch the branch that has it")
         return sha
 
     def _rev_parse(self, rev: str) -> str | None:
@@ -202,8 +201,26 @@ class History:
         on_path = bool(lines) and lines[0].split()[1:2] == [old]
         if not on_path and not self.is_ancestor(old, new):
             raise UserError(f"{old[:12]} is not an ancestor of {new[:12]}",
-                            hint="swap --old and --new, or pick commits on one line of history")
+                            hint=self._unrelated_hint(old, new))
         return [old] + [line[:line.index(" ")] if " " in line else line for line in lines]
+
+    def shallow(self) -> bool:
+        return self.repo.git.rev_parse("--is-shallow-repository") == "true"
+
+    def _unrelated_hint(self, old: str, new: str) -> str:
+        """What to do when OLD is not an ancestor of NEW: unshallow, swap, or start from
+        where the two lines of history meet."""
+        if self.shallow():
+            return ("this clone is shallow, so git may not see how they are related: run "
+                    "`git fetch --unshallow` in it, then the same command")
+        if self.is_ancestor(new, old):
+            return "swap --old and --new: the new revision is the older one"
+        try:
+            base = self.repo.git.merge_base(old, new).split()[0]
+        except (git.GitCommandError, IndexError):
+            return "they share no history: pick two commits of one project"
+        return (f"they have diverged since {base[:12]}, where they meet: bisect from there "
+                f"(--old {base[:12]}) if it behaves as --old does")
 
     def info(self, shas: list[str]) -> dict[str, CommitInfo]:
         """Title, author, date and PR of each commit, read through gitpython's long-lived
@@ -215,7 +232,7 @@ class History:
             first = message.strip().split("\n\n", 1)[0]
             title = " ".join(line.strip() for line in first.splitlines())   # as git's %s
             infos[c.hexsha] = CommitInfo(c.hexsha, title, f"{c.author.name} <{c.author.email}>",
-                                         c.committed_datetime.isoformat(), parse_pr(message))
+                                         c.authored_datetime.isoformat(), parse_pr(message))
         return infos
 
     def _message(self, c: git.Commit) -> str:
@@ -279,122 +296,3 @@ def _clone_once(url: str, cache_dir: Path, blobless: bool) -> git.Repo:
                                 hint="check the URL and your network, or pass a local "
                                      "path") from None
     return git.Repo(dest)
-
-
-class Worktrees:
-    """One worktree per probe slot, reused across probes.
-
-    They are registered in a repository the tool owns, never in the user's own clone (which
-    would list them in `git worktree list`, and keep them as stale entries once the state
-    is deleted): a mirror in the cache, or for a local clone a bare `home.git` under `root`
-    that borrows the clone's objects (alternates) and is deleted with the worktrees."""
-
-    def __init__(self, history: History, root: Path, submodules: "SubmoduleCache | None" = None):
-        self.history = history
-        self.root = root
-        self.submodules = submodules     # a shared object cache; None: `git submodule update`
-        self._home: git.Repo | None = None
-
-    def path(self, slot: int | str) -> Path:
-        return self.root / f"slot-{slot}"
-
-    @property
-    def home(self) -> git.Repo:
-        if self._home is None:
-            self._home = self.history.repo if self.history.owned else self._borrowing_home()
-        return self._home
-
-    def git_dirs(self) -> list[Path]:
-        """The git directories a worktree's git needs besides its own admin directory."""
-        home = Path(self.home.common_dir).resolve()
-        return list(dict.fromkeys([home, self.history.common_dir]))
-
-    def _borrowing_home(self) -> git.Repo:
-        home = self.root / "home.git"
-        if not (home / "HEAD").exists():
-            with locked(home):
-                if not (home / "HEAD").exists():
-                    partial = home.with_name(home.name + ".partial")
-                    shutil.rmtree(partial, ignore_errors=True)
-                    repo = git.Repo.init(partial, bare=True)
-                    (partial / "objects" / "info" / "alternates").write_text(
-                        f"{self.history.common_dir / 'objects'}\n")
-                    user = self.history.repo
-                    # Relative submodule URLs resolve against the first remote, as in the clone.
-                    url = user.remotes[0].url if user.remotes else \
-                        str(self.history.common_dir.parent)
-                    repo.git.remote("add", "origin", url)
-                    partial.rename(home)
-        return git.Repo(home)
-
-    @staticmethod
-    def admin_dir(wt: Path) -> Path | None:
-        """The worktree's own directory inside the repository's git directory."""
-        pointer = wt / ".git"
-        if not pointer.is_file():
-            return None
-        target = pointer.read_text().strip().removeprefix("gitdir:").strip()
-        path = Path(target) if Path(target).is_absolute() else (wt / target)
-        return path.resolve()
-
-    def _shared(self) -> AbstractContextManager[None]:
-        """Worktree bookkeeping is the home's, which other runs may share (a cache mirror)."""
-        return locked(Path(self.home.common_dir) / "bisect-ngc-worktrees")
-
-    def remove(self, slot: int | str) -> None:
-        wt = self.path(slot)
-        if wt.exists():
-            with self._shared():
-                try:
-                    self.home.git.worktree("remove", "--force", str(wt))
-                except git.GitCommandError:
-                    shutil.rmtree(wt, ignore_errors=True)
-                    self.home.git.worktree("prune")
-
-    def _registered_here(self, wt: Path) -> bool:
-        admin = self.admin_dir(wt)
-        return admin is not None and (admin / "gitdir").is_file() and \
-            admin.parent.parent == Path(self.home.common_dir).resolve()
-
-    def _unregister_elsewhere(self, wt: Path) -> None:
-        """Drop the entry an older version made for `wt` in the user's clone."""
-        admin = self.admin_dir(wt)
-        try:
-            mine = admin is not None and \
-                Path((admin / "gitdir").read_text().strip()).resolve() == (wt / ".git").resolve()
-        except OSError:
-            return
-        if mine and admin is not None:
-            shutil.rmtree(admin, ignore_errors=True)
-
-    def checkout(self, slot: int | str, sha: str, *, clean: bool = True,
-                 keep: tuple[str, ...] = (), submodules: bool = True) -> Path:
-        """Put slot's worktree at sha, removing untracked files except the `keep` paths
-        (a build tree, say); raises CheckoutError for per-commit failures."""
-        wt = self.path(slot)
-        if not self._registered_here(wt):       # new, or made by an older version in the clone
-            self._unregister_elsewhere(wt)
-            shutil.rmtree(wt, ignore_errors=True)
-            wt.parent.mkdir(parents=True, exist_ok=True)
-            with self._shared():
-                self.home.git.worktree("prune")
-                self.home.git.worktree("add", "--detach", "--force", str(wt), sha)
-        tree = git.Repo(wt)
-        try:
-            tree.git.checkout("--detach", "--force", sha)
-            if clean:
-                excludes = [arg for path in keep for arg in ("-e", "/" + path.strip("/"))]
-                tree.git.clean("-ffdxq", *excludes)
-        except git.GitCommandError as exc:
-            raise CheckoutError(f"checkout failed: {last_line(exc)}") from None
-        if not (submodules and (wt / ".gitmodules").is_file()):
-            return wt
-        if self.submodules is not None:
-            self.submodules.update(tree, sha)
-        else:
-            try:
-                tree.git.submodule("sync", "--recursive")
-                tree.git.submodule("update", "--init", "--recursive", "--force")
-            except git.GitCommandError as exc:
-                raise CheckoutError(f"submodule update failed: {last_line(exc)}") from None
-        return wt

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ...core.artifacts import ArtifactStore
 from ...errors import UserError
-from ...vcs.history import Worktrees
+from ...vcs.worktrees import Worktrees
 from ...core.recipes import REPRO_IN_CONTAINER, Recipe
 from ...core.search import RepeatPolicy, Verdict
 from ...core.keys import digest
