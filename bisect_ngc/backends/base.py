@@ -5,6 +5,7 @@ thread pool of worktree slots that the local and Docker backends run rounds on.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -38,6 +39,27 @@ def fetch_prebuilt(artifacts: "ArtifactStore", req: ProbeRequest,
         return artifacts.fetch(source.ref, say).path
     except (OSError, ValueError) as exc:
         raise ProbeFailed(f"could not download {source.label}: {exc}") from None
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of pid (tells a reused pid apart), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def controller() -> str:
+    """This process, as a label on what it starts: pid and start time."""
+    return f"{os.getpid()}:{process_start(os.getpid())}"
+
+
+def controller_alive(label: str | None) -> bool:
+    """Whether the process a `controller()` label names still runs (another session's,
+    whose containers or processes must be left alone)."""
+    pid, _, start = (label or "").partition(":")
+    return pid.isdigit() and int(pid) != os.getpid() and process_start(int(pid)) == start
 
 
 def probe_env(req: ProbeRequest, worktree: Path) -> dict[str, str]:

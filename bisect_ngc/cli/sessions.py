@@ -11,7 +11,8 @@ from .json_output import emit, json_option
 from ..core.records import SessionStatus, tally
 from ..question.options import default_state, option
 from ..report.markdown import write_report
-from ..core.store import StateLock, Store
+from ..core.session_lock import SessionLock
+from ..core.store import Store
 from .tracker import plural
 
 
@@ -45,10 +46,10 @@ def report(state, session, output):
 def status(state, session, as_json):
     """Show the sessions in a state directory and where each stands."""
     store = Store(default_state(state), readonly=True)
-    alive = StateLock.held(store.root)
     rows = []
     for rec in [store.find(session)] if session else store.sessions():
         running = rec.status is SessionStatus.RUNNING
+        alive = running and SessionLock.held(store.root, rec.params.key)
         rows.append({"session": rec.id,     # "running" with no process left: it was killed
                      "status": "stopped" if running and not alive else rec.status.value,
                      "n_candidates": len(rec.candidates) - 1, **tally(store.probes(rec.id)),
@@ -94,8 +95,9 @@ def log(state, session, as_json):
     n = len(rec.candidates)
     click.echo(f"session {rec.id} ({rec.status.value}), {plural(n - 1, 'candidate')}")
     for p in probes:
+        build = "kept" if p.details.get("build_reused") else f"{p.build_s or 0:.1f}s"
         timing = "" if p.cached else (f" checkout {p.details.get('checkout_s') or 0:.1f}s"
-                                      f" build {p.build_s or 0:.1f}s test {p.test_s or 0:.1f}s")
+                                      f" build {build} test {p.test_s or 0:.1f}s")
         tag = (" cached" if p.cached else "") + (" [answer run again]" if p.details.get(
             "verify") else "") + \
             (f" [{p.details['source']}]" if p.details.get("source") else "")

@@ -1,13 +1,13 @@
 """State in SQLite: sessions, probes, and a result cache shared across sessions.
 
 Every probe is committed the moment it finishes, so a killed run (SIGKILL included)
-loses at most the probes that were still running. One process at a time may drive
-bisections in a state directory; readers (status, log, report) need no lock and open the
-database read-only. A state that cannot be used is a clear error, never a silent restart.
+loses at most the probes that were still running. One process at a time may drive one
+question's sessions (SessionLock); other questions run beside it on the same state.
+Readers (status, log, report) need no lock and open the database read-only. A state
+that cannot be used is a clear error, never a silent restart.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
+from .filesystems import on_network
 from .keys import CacheKey
 from .records import (ProbeRecord, SessionParams, SessionRecord, SessionResult, SessionStatus,
                       SlurmJob, from_dict)
@@ -123,7 +124,8 @@ class Store:
             try:
                 self.db = sqlite3.connect(db, timeout=30, isolation_level=None,
                                           check_same_thread=False)
-                self.db.execute("PRAGMA journal_mode=WAL")
+                self.journal = "DELETE" if on_network(self.root) else "WAL"
+                self.db.execute(f"PRAGMA journal_mode={self.journal}")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(SCHEMA)
                 self._adopt_old_jobs()
@@ -253,6 +255,40 @@ class Store:
         self.db.execute(f"{verb} INTO {table}({', '.join(row)}) "
                         f"VALUES ({','.join('?' * len(row))})", tuple(row.values()))
 
+    # correcting the memory (`bisect-ngc forget`)
+    def known_commits(self, prefix: str) -> list[str]:
+        """The commits with a cached verdict or a probe whose sha starts with `prefix`."""
+        rows = self.db.execute(
+            "SELECT commit_sha FROM cache WHERE commit_sha LIKE ? UNION "
+            "SELECT commit_sha FROM probes WHERE commit_sha LIKE ?",
+            (prefix + "%", prefix + "%")).fetchall()
+        return sorted({r[0] for r in rows})
+
+    def forget_cached(self, commits: Iterable[str] | None = None,
+                      tests: Iterable[str] | None = None) -> int:
+        """Delete cached verdicts of these commits and/or test keys; how many went."""
+        clauses: list[str] = []
+        args: list[str] = []
+        for column, values in (("commit_sha", commits), ("test", tests)):
+            if values is not None:
+                values = list(values)
+                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+                args += values
+        if not clauses:
+            return 0
+        cur = self.db.execute(f"DELETE FROM cache WHERE {' AND '.join(clauses)}", args)
+        return cur.rowcount
+
+    def forget_probes(self, sessions: Iterable[str], commits: Iterable[str]) -> int:
+        """Delete these sessions' probes of these commits (a resume runs them again)."""
+        sids, shas = list(sessions), list(commits)
+        if not sids or not shas:
+            return 0
+        cur = self.db.execute(
+            f"DELETE FROM probes WHERE session IN ({','.join('?' * len(sids))}) AND "
+            f"commit_sha IN ({','.join('?' * len(shas))})", sids + shas)
+        return cur.rowcount
+
     # commit metadata, so reports need no repository
     def remember_commits(self, infos: Iterable[Any]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO commits(sha, title, author, date, pr) "
@@ -311,53 +347,3 @@ def _probe(row: sqlite3.Row, **given: Any) -> ProbeRecord:
                   verdict=Verdict(values["verdict"]), **given)
     values["cached"] = bool(values.get("cached"))
     return ProbeRecord(**values)
-
-
-class StateLock:
-    """An exclusive lock on a state directory, released by the kernel if the holder dies."""
-
-    def __init__(self, root: Path):
-        self.path = Path(root) / "lock"
-        self.fd: int | None = None
-
-    def __enter__(self) -> "StateLock":
-        ensure_state_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        for attempt in range(20):       # `status` looks at the lock for an instant (held)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == 19:           # a second's wait: a holder that stays holds it
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                    os.close(fd)
-                    raise UserError(f"state directory {self.path.parent} is in use by pid "
-                                    f"{holder or 'another process'}",
-                                    hint="wait for that bisect to finish, or pass a different "
-                                         "--state") from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            os.close(self.fd)
-            self.fd = None
-
-    @staticmethod
-    def held(root: Path) -> bool:
-        """Whether a live process holds the lock of this state directory now."""
-        try:
-            fd = os.open(Path(root) / "lock", os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)

@@ -25,14 +25,15 @@ from ...core.artifacts import ArtifactStore
 from ...companions.sources import CompanionSources
 from ...companions.specs import install_prelude
 from ...errors import UserError
-from ...vcs.history import Worktrees
+from ...vcs.worktrees import Worktrees
 from ...core.recipes import Mount, Recipe
 from ...core.keys import digest
 from ...core.verdicts import BuildFact, RunFact
 from ...companions.builds import CompanionBuilds, torch_identity
 from .engine import LABEL, DockerContainers, Prefetch, connect, ensure_image, short_error
 from ...core.probes import BackendLost, BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest, test_plan
-from ..base import ProbeOutcome, ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env, run_tests
+from ..base import (ProbeOutcome, ThreadedRounds, cap_log, controller, controller_alive,
+                    fetch_prebuilt, last_json_line, probe_env, run_tests)
 
 NGC_ULIMITS = [Ulimit(name="memlock", soft=-1, hard=-1),
                Ulimit(name="stack", soft=67108864, hard=67108864)]
@@ -93,8 +94,9 @@ class DockerBackend(ThreadedRounds):
         self.ulimits = self._usable_ulimits(image.id)
         if self.recipe.gpus == "auto":
             self.use_gpus = "nvidia" in (self.client.info().get("Runtimes") or {})
-        left = self.client.containers.list(all=True, filters={
+        left = [c for c in self.client.containers.list(all=True, filters={
             "label": f"{LABEL}.state={self.state_label}"})
+            if not controller_alive(c.labels.get(f"{LABEL}.controller"))]
         for c in left:
             c.remove(force=True)
         if left:
@@ -169,7 +171,7 @@ class DockerBackend(ThreadedRounds):
         if not self.recipe.build_tree:
             return []
         return [self.cache_dir / "build-trees" /
-                f"{self.worktrees.root.name}-{self.image_digest[-12:]}" / f"slot-{slot}"]
+                f"{self.worktrees.name}-{self.image_digest[-12:]}" / f"slot-{slot}"]
 
     def _probe(self, req: ProbeRequest, on_phase: PhaseCallback) -> ProbeOutcome:
         self.session = req.session
@@ -280,7 +282,8 @@ class DockerBackend(ThreadedRounds):
         volumes, env, kwargs = self._spec(req, role, wt, artifacts, artifacts_rw, extra,
                                           env or {})
         labels = {f"{LABEL}.session": req.session, f"{LABEL}.state": self.state_label,
-                  f"{LABEL}.role": role, f"{LABEL}.commit": req.commit}
+                  f"{LABEL}.role": role, f"{LABEL}.commit": req.commit,
+                  f"{LABEL}.controller": controller()}
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         container, timer, timed_out = None, None, threading.Event()
