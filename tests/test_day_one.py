@@ -385,8 +385,10 @@ def test_a_descent_stopped_by_a_crash_resumes_with_the_same_command(tmp_path, ru
     _, side, merge = _merged_repo(tmp_path / "r")
     flag = tmp_path / "broken"
     flag.write_text("")
-    test = (f'[ -e {flag} ] && [ "$(git log -1 --format=%s)" = "side work" ] && exit 200; '
-            'test "$(cat behaviour)" = old')
+    # A glob, not the path: a file the test names is keyed, and removing it would ask
+    # another question (a new session), not resume this one.
+    test = (f'ls {tmp_path}/broke[n] >/dev/null 2>&1 && [ "$(git log -1 --format=%s)" = '
+            '"side work" ] && exit 200; test "$(cat behaviour)" = old')
     line = ["bisect", "--repo", tmp_path / "r", "--old", "main~3", "--new", "main", "--test",
             test, "--state", tmp_path / "st", "--quiet", "--json"]
     code, out, _ = run_cli(line)

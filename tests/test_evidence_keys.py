@@ -12,7 +12,8 @@ from tests.lib.companion_repos import wheel
 from bisect_ngc.companions.sources import CompanionSources
 from bisect_ngc.companions.specs import parse
 from bisect_ngc.errors import UserError
-from bisect_ngc.core.recipes import Recipe, host_scripts
+from bisect_ngc.core.host_inputs import host_inputs
+from bisect_ngc.core.recipes import Recipe
 
 
 def recipe(tmp_path, spec: str | None = None, test: str = "true") -> Recipe:
@@ -82,18 +83,21 @@ def test_an_edited_test_script_is_another_test(tmp_path, monkeypatch):
         assert recipe(tmp_path, test=test).test_key() == first, test
 
 
-def test_only_scripts_the_test_runs_on_this_host_count(tmp_path):
+def test_only_files_the_test_reads_on_this_host_count(tmp_path):
     """A relative path is the commit's own file (keyed by the commit); a folder, a path
-    that does not exist here (inside a container), and a file the test only reads or
-    writes (a counter, a log) are left out; a text without a script keeps today's key,
-    so verdicts cached before stay hits."""
+    that does not exist here (inside a container), a system file, and a file the test
+    writes (a counter, a log) are left out; a text without one keeps today's key, so
+    verdicts cached before stay hits."""
     (tmp_path / "t.sh").write_text("x")
-    assert host_scripts(f"./t.sh && ls {tmp_path} && /opt/in/container.py && "
-                        f"grep -c cpu /proc/cpuinfo && echo 1 >> {tmp_path / 't.sh'} && "
-                        f"grep -c x {tmp_path / 't.sh'}") == {}
+    assert host_inputs(f"./t.sh && ls {tmp_path} && /opt/in/container.py && "
+                       f"grep -c cpu /proc/cpuinfo && echo 1 >> {tmp_path / 't.sh'} && "
+                       f"/usr/bin/env true > {tmp_path / 't.sh'}", environment=False) == {}
     assert Recipe(build=None, test="./t.sh").test_key() == Recipe(build=None,
                                                                   test="./t.sh").test_key()
-    assert list(host_scripts(f"sh {tmp_path / 't.sh'}")) == [str(tmp_path / "t.sh")]
+    assert list(host_inputs(f"sh {tmp_path / 't.sh'}", environment=False)["files"]) == \
+        [str(tmp_path / "t.sh")]
+    assert list(host_inputs(f"grep -c x {tmp_path / 't.sh'}", environment=False)["files"]) == \
+        [str(tmp_path / "t.sh")]     # read, whatever runs it
 
 
 def test_an_edited_test_script_is_probed_again_not_answered_from_the_cache(tmp_path, run_cli):

@@ -7,7 +7,6 @@ fresh container of that image, and run the repro.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shlex
@@ -18,6 +17,7 @@ from typing import Any
 import jinja2
 
 from ..companions.specs import Companion, install_prelude, placed
+from .host_inputs import host_inputs
 from .keys import digest
 
 REPRO_IN_CONTAINER = "/opt/bisect-ngc"
@@ -58,20 +58,30 @@ class Recipe:
     overlay: list[str] = field(default_factory=list)   # overlay rule lines; [] = always build
     companions: tuple[Companion, ...] = ()  # --with: installed on every probe's torch
     bisected: str = "PyTorch"               # whose commits these are (--component), for words
+    key_env: tuple[str, ...] = ()           # --key-env: variables keyed though not named
+
+    def host(self, *commands: str | None) -> dict[str, Any]:
+        """What the commands read from this host (host_inputs.py): their files always, the
+        variables they name where they run on this host (no image), --key-env's always."""
+        return host_inputs("\n".join(c for c in commands if c), environment=self.image is None,
+                           key_env=self.key_env)
 
     def build_key(self) -> str:
-        """Everything that decides what a build produces."""
+        """Everything that decides what a build produces, the host files and variables
+        the build command reads included."""
+        host = self.host(self.build)
         return digest({"build": self.build, "build_image": self.build_image or self.image,
                        "settings": self.build_settings, "env": sorted(self.env.items()),
                        "clean": self.clean, "keep": sorted(self.keep),
-                       "submodules": self.submodules})
+                       "submodules": self.submodules, **({"host": host} if host else {})})
 
     def test_key(self) -> str:
-        """Everything that decides a test's verdict, given the build: the scripts on this
-        host that the test names count by their content, so an edit is a new test."""
-        scripts = {**host_scripts(self.test), **host_scripts(self.test_as_is or "")}
+        """Everything that decides a test's verdict, given the build: the files on this
+        host that the test names count by their content, so an edit is a new test, and
+        the variables it names by their values."""
+        host = self.host(self.test, self.test_as_is)
         return digest({"test": self.test, "as_is": self.test_as_is, "image": self.image,
-                       **({"scripts": scripts} if scripts else {}),
+                       **({"host": host} if host else {}),
                        "timeout": self.timeout,
                        "expect_torch_commit": self.expect_torch_commit,
                        "env": sorted(self.env.items()),
@@ -98,21 +108,6 @@ _RUNNERS = {"sh", "bash", "zsh", "dash", "ksh", "source", ".", "python", "python
 # Of those, the ones whose next word is a command again (found on PATH, not a file).
 _WRAPPERS = {"env", "exec", "time", "nohup", "timeout"}
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "\n"}
-_NOT_SCRIPTS = ("/proc/", "/sys/", "/dev/")
-
-
-def host_scripts(test: str) -> dict[str, str]:
-    """The scripts on this host that a test command runs, named by an absolute or home
-    path (`~/repro.sh`, `bash /work/t.sh;`, `python3 "$HOME/t.py"`), each with the sha256
-    of its content (see `run_words`). Files it only reads or writes (a counter,
-    `>> /tmp/log`) are not the test; a relative path is the commit's own file, which the
-    commit already keys."""
-    found = {}
-    for word, _ in run_words(test):
-        path = os.path.expandvars(os.path.expanduser(word))
-        if path.startswith("/") and not path.startswith(_NOT_SCRIPTS) and os.path.isfile(path):
-            found[path] = _content(Path(path))
-    return found
 
 
 def run_words(test: str) -> list[tuple[str, bool]]:
@@ -141,21 +136,11 @@ def run_words(test: str) -> list[tuple[str, bool]]:
     return found
 
 
-def _content(path: Path) -> str:
-    """A file's sha256; past 64 MiB (a data set, not a script), its size and mtime."""
-    stat = path.stat()
-    try:
-        if stat.st_size <= 64 << 20:
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:           # unreadable here: its size and date still tell an edit
-        pass
-    return f"size={stat.st_size},mtime={stat.st_mtime_ns}"
-
-
 def test_identity(test: str) -> Any:
-    """The test as a cache key counts it: its text, with the scripts it names."""
-    scripts = host_scripts(test)
-    return [test, scripts] if scripts else test
+    """The test as a cache key counts it (in a container: no host variables): its text,
+    with the host files it names."""
+    host = host_inputs(test, environment=False)
+    return [test, host] if host else test
 
 
 def _template_dirs() -> list[str]:

@@ -26,7 +26,8 @@ def verified(bis: Any, sid: str, rnd: int, found: Result) -> tuple[Result, int]:
             fresh.setdefault(claim, []).append(p.verdict)
         step = verification.next_round(pairs, fresh, verify)
         if not step:
-            return verification.settle(found, pairs, fresh, verify, n), rnd
+            cached = {p.idx: p.commit for p in bis.store.probes(sid) if p.cached}
+            return verification.settle(found, pairs, fresh, verify, n, cached), rnd
         rnd += 1
         bis.events.round(rnd, tuple(i for i, _, _ in step),
                          *open_interval(n, bis.store.verdicts(sid)), "verify")

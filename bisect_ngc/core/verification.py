@@ -35,8 +35,11 @@ def next_round(pairs: Sequence[Claim], fresh: Fresh, verify: int) -> tuple[Claim
                  if _ran(fresh.get(c[:2], ())) < verify and len(fresh.get(c[:2], ())) < 2 * verify)
 
 
-def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: int) -> Result:
-    """The answer as the fresh verdicts leave it."""
+def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: int,
+           cached: Mapping[int, str] | None = None) -> Result:
+    """The answer as the fresh verdicts leave it. `cached`: the claims whose search verdict
+    came from an earlier session's cache, with their commits: a fresh run that contradicts
+    one says the cached verdict may be stale, not that the test is flaky."""
     if verify <= 0 or not pairs:
         return found
     runs = "; ".join(f"#{i} ({tier}) was {want.value}, again " +
@@ -48,11 +51,16 @@ def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: 
         return found
     why = (f"run again, #{wrong[0]} ({wrong[1]}) did not behave as the search saw it"
            if wrong is not None else f"#{short[0][0]} could not be run again {verify} time(s)")
+    stale_at = wrong[0] if wrong is not None else -1
+    stale = (cached or {}).get(stale_at)
+    advice = (f"#{stale_at}'s verdict came from the cache of an earlier session and may be "
+              f"stale (made under a build or test that its key does not tell apart from "
+              f"this one): drop it with `bisect-ngc forget --commit {stale[:12]}` (and the "
+              f"same --state) and run the same command again") if stale else \
+        "the test is flaky here: raise --repeat (or --repeat-policy majority) and run again"
     return replace(found, status=Status.AMBIGUOUS, first_new=None,
                    candidates=tuple(range(1, n)),
-                   explanation=f"the answer did not hold up: {why} ({runs}); the test is "
-                               f"flaky here: raise --repeat (or --repeat-policy majority) and "
-                               f"run again")
+                   explanation=f"the answer did not hold up: {why} ({runs}); {advice}")
 
 
 def _ran(verdicts: Sequence[Verdict]) -> int:

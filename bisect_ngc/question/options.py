@@ -100,9 +100,22 @@ class Options:
     torch_repo: str = _ask("--torch-repo",
         "PyTorch sources in release mode: a path, or a URL cloned once (blobless) into the "
         "cache dir.", default=UPSTREAM, show_default=True)
-    build: str | None = _ask("--build", "Shell command that builds the commit.")
+    build: str | None = _ask("--build",
+        "Shell command that builds the commit; it writes what the test uses into "
+        "$BISECT_ARTIFACTS or the worktree, and a commit's build is kept and reused (see "
+        "--rebuild).")
     test: str | None = _ask("--test",
-        "Shell command whose exit code is the verdict (release mode: the repro by default).")
+        "Shell command whose exit code is the verdict (release mode: the repro by default). "
+        "Cached verdicts are keyed by its text, by the content of every file it names by an "
+        "absolute, ~ or $VAR path (whatever runs it; with the files a shell script so named "
+        "runs or sources, but not the targets of > and >>, nor system directories), and "
+        "by the values of the $VARIABLES it names where it runs on this host. A variable "
+        "a program reads without the command naming it is not keyed: name it with "
+        "--key-env. --build is keyed the same way.")
+    key_env: tuple[str, ...] = _ask("--key-env",
+        "An environment variable that the build or test reads without naming it (Python's "
+        "os.environ, say): its value here joins the cache keys, so a changed value is "
+        "probed again (repeatable).", multiple=True, metavar="VAR")
     timeout: float | None = _ask("--timeout",
         "Seconds one test run may take; past it the run is a skip.",
         type=click.FloatRange(0, min_open=True))
@@ -161,6 +174,10 @@ class Options:
         "A path of the worktree that survives the clean between probes, for incremental "
         "builds (repeatable; PyTorch builds into build/).",
         multiple=True, default=("build",), show_default=True, metavar="PATH")
+    rebuild: bool = _ask("--rebuild",
+        "Local backend: build every probe again, never reuse a commit's kept build (for a "
+        "build that installs outside the worktree and $BISECT_ARTIFACTS, into a shared "
+        "virtualenv say, which must run before each test).", is_flag=True)
     no_submodules: bool = _ask("--no-submodules",
         "Do not update submodules at each checkout (for tests that need none, or when their "
         "remotes are unreachable).", is_flag=True)

@@ -49,7 +49,7 @@ def make_recipe(opts: Options, old: Endpoint) -> tuple[Recipe, list[str]]:
                       expect_torch_commit=bool(opts.check_torch_commit),
                       overlay=_overlay_rule(opts.overlay_rule),
                       companions=_companions(opts), timeout=opts.timeout,
-                      build_timeout=opts.build_timeout), []
+                      build_timeout=opts.build_timeout, key_env=opts.key_env), []
     return _release_recipe(opts, old, test)
 
 
@@ -78,6 +78,7 @@ def _release_recipe(opts: Options, old: Endpoint, test: str | None
     recipe.timeout, recipe.build_timeout, recipe.clean = opts.timeout, opts.build_timeout, \
         not opts.no_clean
     recipe.keep, recipe.submodules = list(opts.keep), not opts.no_submodules
+    recipe.key_env = opts.key_env
     if opts.build:
         recipe.build, recipe.build_image, recipe.build_dockerfile = opts.build, None, None
     if opts.build_image:

@@ -2,6 +2,7 @@
 one sentence and a hint, and the checked Options of a command's click parameters."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ def check(self: Options) -> None:
             self.artifact_map.startswith("command:") and self.artifact_map[8:].strip()):
         raise UserError(f"unknown --artifact-map rule {self.artifact_map!r}",
                         hint=f"one of {', '.join(MAP_RULES)}")
+    for name in self.key_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UserError(f"--key-env {name!r} is not a variable name",
+                            hint="give the name alone, e.g. --key-env LIMIT")
     for path in self.keep:
         if not path or path.startswith("/") or ".." in Path(path).parts:
             raise UserError(f"--keep {path!r} must be a path inside the worktree",
@@ -73,6 +78,10 @@ def _check_mode(self: Options) -> None:
     if (self.component != "torch" or self.component_repo) and not self.release_mode:
         raise UserError("--component is for release mode (--from/--to)",
                         hint="outside it, --repo is the repository that is bisected")
+    if self.rebuild and self.backend_name != "local":
+        raise UserError("--rebuild is for the local backend",
+                        hint=f"the {self.backend_name} backend keeps builds by their content "
+                             "in the artifact store: `bisect-ngc cache prune` drops them")
     if self.with_ and self.backend_name == "local":
         raise UserError("--with needs a container: companions are built in the probe's "
                         "image", hint="pass --backend docker (or slurm with pyxis or "
