@@ -282,11 +282,12 @@ def test_a_build_tree_survives_the_clean_between_probes(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 40, 23)
     build = ('mkdir -p build; [ -e build/first ] || touch build/first untracked; '
              'echo x >> build/count; ' + BUILD)
-    argv = args_for(tmp_path / "r", tmp_path / "st", TEST)
+    # --rebuild: every probe builds (a kept build would put back its own build/ tree)
+    argv = args_for(tmp_path / "r", tmp_path / "st", TEST, "--rebuild")
     argv[argv.index(BUILD)] = build
     code, out, _ = run_cli(argv)
     assert code == 0 and json.loads(out)["first_new"] == shas[23]
-    slots = list((tmp_path / "st" / "worktrees").glob("*/slot-*"))
+    slots = list((tmp_path / "st" / "worktrees").glob("*/lane-*/slot-*"))
     builds = sum(len((s / "build" / "count").read_text().split()) for s in slots)
     res = json.loads(out)      # each probe builds, the answer's fresh re-runs too
     assert builds == res["probes"] + res["verification"]["probes"] > len(slots)

@@ -18,22 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core.artifacts import ArtifactStore
-from ..vcs.history import Worktrees
+from ..core.kept_builds import KeptBuild
+from ..vcs.worktrees import Worktrees
 from ..core.verdicts import BuildFact, RunFact
 from ..core.probes import (BackendSetup, Cancelled, PhaseCallback, ProbeFailed, ProbeRequest,
                            test_plan)
 from ..core.verdicts import ProbeOutcome
 from .base import (ThreadedRounds, cap_log, fetch_prebuilt, last_json_line, probe_env,
-                   run_tests)
-
-
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of pid (tells a reused pid apart), or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+                   controller, controller_alive, process_start, run_tests)
 
 
 class ProcessRunner:
@@ -59,8 +51,8 @@ class ProcessRunner:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             entry = self.ledger / f"{proc.pid}.json"
-            entry.write_text(json.dumps({"pgid": proc.pid, "start": _start_time(proc.pid),
-                                         "controller": os.getpid()}))
+            entry.write_text(json.dumps({"pgid": proc.pid, "start": process_start(proc.pid),
+                                         "controller": controller()}))
             with self._lock:
                 self._procs.add(proc)
             timed_out = False
@@ -102,10 +94,9 @@ class ProcessRunner:
             except (OSError, ValueError):
                 entry.unlink(missing_ok=True)
                 continue
-            alive = _start_time(rec["controller"]) is not None and rec["controller"] != os.getpid()
-            if alive:
-                continue     # another controller's (it holds the state lock, so not ours)
-            if rec.get("start") and _start_time(rec["pgid"]) == rec["start"]:
+            if controller_alive(str(rec.get("controller"))):
+                continue     # another session's, running now
+            if rec.get("start") and process_start(rec["pgid"]) == rec["start"]:
                 _kill_group(rec["pgid"], signal.SIGKILL)
                 killed += 1
             entry.unlink(missing_ok=True)
@@ -124,12 +115,14 @@ class LocalBackend(ThreadedRounds):
     tiers: tuple[str, ...] = ("nightly", "prebuilt")   # downloaded artifacts, no images
 
     def __init__(self, worktrees: Worktrees, recipe, *, state: Path,
-                 artifacts: ArtifactStore | None = None, say=lambda text: None):
+                 artifacts: ArtifactStore | None = None, say=lambda text: None,
+                 rebuild: bool = False):
         super().__init__()
         self.worktrees = worktrees
         self.recipe = recipe
         self.artifacts = artifacts
         self.say = say
+        self.rebuild = rebuild           # --rebuild: never reuse a kept build
         self.runner = ProcessRunner(state / "running")
 
     def containers(self) -> None:
@@ -138,7 +131,8 @@ class LocalBackend(ThreadedRounds):
     @classmethod
     def create(cls, setup: BackendSetup) -> "LocalBackend":
         return cls(setup.worktrees(setup.options["worktrees"]), setup.recipe,
-                   state=setup.state, artifacts=ArtifactStore(setup.artifact_store), say=setup.say)
+                   state=setup.state, artifacts=ArtifactStore(setup.artifact_store), say=setup.say,
+                   rebuild=bool(setup.options.get("rebuild")))
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "host": socket.gethostname()}
@@ -161,7 +155,8 @@ class LocalBackend(ThreadedRounds):
         req.artifacts_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
-        build = None
+        build: BuildFact | None = None
+        details: dict[str, Any] = {}
         plan = test_plan(req, r)
         if plan.artifacts == "ready":
             on_phase(req, "download")
@@ -169,12 +164,7 @@ class LocalBackend(ThreadedRounds):
                 raise ProbeFailed("no artifact store: this backend cannot fetch prebuilt artifacts")
             env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
         elif plan.artifacts == "build" and r.build:
-            on_phase(req, "build")
-            logs["build"] = req.log_dir / "build.log"
-            code, secs, timed_out = self.runner.run(
-                ["/bin/sh", "-c", r.build], cwd=wt, env=env, log=logs["build"],
-                timeout=r.build_timeout)
-            build = BuildFact(code, secs, timed_out, r.build_timeout)
+            build, details = self._build(req, on_phase, wt, env, logs)
 
         def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
@@ -184,7 +174,28 @@ class LocalBackend(ThreadedRounds):
 
         outcome = run_tests(req, on_phase, once, build)
         outcome.logs = logs
+        outcome.details = dict(outcome.details, **details)
         return outcome
+
+    def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path,
+               env: dict[str, str], logs: dict[str, Path]
+               ) -> tuple[BuildFact | None, dict[str, Any]]:
+        """The commit's kept build put back into the worktree (no BuildFact), or a fresh
+        build, kept when it succeeds (kept_builds.py)."""
+        r, kept = self.recipe, KeptBuild(req.artifacts_dir)
+        with kept.locked():
+            facts = None if self.rebuild else kept.restore(wt, r.keep if r.clean else [])
+            if facts is not None:
+                return None, {"build_reused": True, "build_s_then": facts.get("build_s")}
+            on_phase(req, "build")
+            kept.clear()
+            logs["build"] = req.log_dir / "build.log"
+            code, secs, timed_out = self.runner.run(
+                ["/bin/sh", "-c", r.build], cwd=wt, env=env, log=logs["build"],
+                timeout=r.build_timeout)
+            why = kept.keep(wt, secs) if code == 0 and not timed_out else None
+        return BuildFact(code, secs, timed_out, r.build_timeout), \
+            ({"build_not_kept": why} if why else {})
 
 
 def _tail(path: Path, size: int = 65536) -> str:

@@ -111,22 +111,22 @@ class SlurmJob:
 
 def verification_cost(checks: list[ProbeRecord]) -> dict[str, Any]:
     """What running the answer's pair again cost: probes, test runs and test seconds."""
-    return {"probes": len(checks), "runs": sum(max(1, len(p.runs)) for p in checks),
+    return {"probes": len(checks), "runs": sum(len(p.runs) for p in checks),
             "test_s": round(sum(p.test_s or 0.0 for p in checks), 3),
             "verdicts": [{"commit": p.commit, "verdict": p.verdict.value} for p in checks]}
 
 
 def tally(probes: list[ProbeRecord]) -> dict[str, int]:
     """probes: commits probed in this session (built, prebuilt or overlaid) and tested;
-    builds: probes that compiled (reused builds left out); runs: test executions (a commit
-    whose build failed counts once); cached: verdicts taken from the cache; rounds: search
+    builds: probes that compiled (reused builds left out); runs: test executions (none
+    where the build failed or the checkout did); cached: verdicts taken from the cache; rounds: search
     steps; prebuilt: probes of a prebuilt tier or an overlay; overlays: probes of an
     overlay."""
     ran = [p for p in probes if not p.cached]
     return {"probes": len({(p.round, p.idx) for p in ran}),
             "builds": sum(1 for p in ran if p.build_s is not None
                           and not p.details.get("build_reused")),
-            "runs": sum(max(1, len(p.runs)) for p in probes if not p.cached),
+            "runs": sum(len(p.runs) for p in probes if not p.cached),
             "cached": sum(1 for p in probes if p.cached),
             "rounds": len({p.round for p in probes}),
             "prebuilt": sum(1 for p in probes if p.details.get("tier", "build") != "build"),
