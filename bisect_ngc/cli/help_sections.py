@@ -35,8 +35,9 @@ class RichGroup(_HelpNames, rich_click.RichGroup):
 # Sections of a question command, in order; an option not named here falls under its
 # table group's section, and the rest under "Options".
 _BY_NAME = {
-    "What to bisect": ("repo", "old", "new", "test", "build", "commit", "timeout",
-                       "build_timeout", "keep", "no_clean", "no_submodules", "retry_skips"),
+    "What to bisect": ("repo", "old", "new", "test", "build", "commit", "key_env", "timeout",
+                       "build_timeout", "keep", "no_clean", "no_submodules", "retry_skips",
+                       "rebuild"),
     "How rounds run": ("jobs", "repeat", "repeat_policy", "verify", "max_skips", "no_descend",
                        "quiet", "dry_run", "as_json", "brief"),
     "Two NGC releases (release mode)": (

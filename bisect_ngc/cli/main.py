@@ -21,22 +21,25 @@ from .cache import cache
 from .components import components
 from .metric_text import print_measurement
 from ..vcs.mirrors import redact_url
+from ..vcs.worktrees import release_lanes
 from .help_sections import RichGroup, epilog, install as install_help_sections
 from ..question.merges import branch_range
 from ..question.metric import metric_from
 from .catalog import releases, resolve
 from .diff import diff
 from .sessions import log, report, status
+from .memory import forget, gc
 from .slurm import slurm
 from .progress import make_events, say
 from ..question.options import BISECTION, options
 from ..question.rules import options_from
-from ..question.wiring import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, run_settings
+from ..question.wiring import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, jobs_notes,
+                               run_settings)
 from .answers import descended, report_or_none, session_summary
 from .summary_text import print_dry_run, print_summary
 from ..core.search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from ..core.records import SessionStatus
-from ..core.store import StateLock
+from ..core.session_lock import SessionLock
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
                "invalid-endpoints": EXIT_INVALID_ENDPOINTS,
@@ -93,15 +96,17 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
     settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
     settings.max_skips = max_skips or None
     events = lambda: make_events(jobs, quiet or as_json and not sys.stderr.isatty())  # noqa: E731
-    with StateLock(opts.state):
-        q = ask(opts, say)
-        for note in q.notes:
-            say(note)
-        if dry_run:
-            return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
-                            as_json)
+    q = ask(opts, say)
+    for note in q.notes + jobs_notes(opts.backend_name, jobs):
+        say(note)
+    if dry_run:
+        return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
+                        as_json)
+    bis = q.bisection(settings, metric=metric)
+    with SessionLock(opts.state, bis.key):
         q.backend.prepare()
-        bis, result = _run(q, q.bisection(settings, events(), metric=metric))
+        bis.events = events()
+        bis, result = _run(q, bis)
         summary, titles = session_summary(q, bis, result)
         inside = branch_range(q.span.history, result.first_new) \
             if result.status == "found" and not no_descend else None
@@ -109,9 +114,11 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
             say(f"the answer {result.first_new[:12]} is a merge: bisecting the branch it "
                 "merged (--no-descend stops at the merge)")
             inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
+            branch = inner.bisection(settings, metric=metric)
             try:
-                summary, titles = descended(summary, titles, q, *_run(
-                    inner, inner.bisection(settings, events(), metric=metric)), ctx)
+                with SessionLock(opts.state, branch.key):
+                    branch.events = events()
+                    summary, titles = descended(summary, titles, q, *_run(inner, branch), ctx)
             except BaseException:       # the same command resumes the outer session, then this
                 q.store.set_status(bis.session.id, SessionStatus.INTERRUPTED)
                 raise
@@ -272,24 +279,23 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
         params.update(old=commit, new=commit)
     opts = options_from(params)
     sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
-    with StateLock(opts.state):
-        q = ask(opts, say, commit=commit)
-        q.backend.prepare()
-        bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
-                          metric=metric)
-        first = bis.request(sid, 0, 0)
-        if dry_run:
-            return print_dry_run([first], q.backend.dry_run([first]), as_json)
-        reqs = [first] if metric is None else [
-            replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
-            for k in range(metric.rule.block)]
-        outcomes = []
-        try:
-            for req in reqs:      # one at a time: a measurement has the machine to itself
-                outcomes += [out for _, out in q.backend.run_round([req], lambda r, p: None)]
-        except KeyboardInterrupt:
-            q.backend.cancel()
-            raise
+    q = ask(opts, say, commit=commit)
+    q.backend.prepare()
+    bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
+                      metric=metric)
+    first = bis.request(sid, 0, 0)
+    if dry_run:
+        return print_dry_run([first], q.backend.dry_run([first]), as_json)
+    reqs = [first] if metric is None else [
+        replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
+        for k in range(metric.rule.block)]
+    outcomes = []
+    try:
+        for req in reqs:      # one at a time: a measurement has the machine to itself
+            outcomes += [out for _, out in q.backend.run_round([req], lambda r, p: None)]
+    except KeyboardInterrupt:
+        q.backend.cancel()
+        raise
     if metric is not None:
         return print_measurement(first.commit, metric.name, outcomes, as_json)
     outcome, = outcomes
@@ -306,7 +312,8 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
     return code
 
 
-for command in (status, log, report, slurm, releases, resolve, diff, cache, components):
+for command in (status, log, report, forget, gc, slurm, releases, resolve, diff, cache,
+                components):
     cli.add_command(command)
 install_help_sections(cli)
 
@@ -344,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                      "see --help" if isinstance(exc, click.UsageError) else "")
     except (KeyboardInterrupt, click.exceptions.Abort):
         return _fail(EXIT_INTERRUPTED, "interrupted")
+    finally:
+        release_lanes()
     return rv if isinstance(rv, int) else 0
 
 

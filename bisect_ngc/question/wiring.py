@@ -11,6 +11,7 @@ options give the same Recipe (and keys) whichever backend runs it.
 """
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -152,7 +153,8 @@ def backend_setup(opts: Options, span: Range, recipe: Recipe, store: Store,
                             options=cfg)
     return BackendSetup(recipe, span.history, store, opts.cache_dir,
                         artifact_store=_artifacts(opts, opts.cache_dir / "artifacts"), say=say,
-                        options={"worktrees": opts.state / "worktrees" / repo})
+                        options={"worktrees": opts.state / "worktrees" / repo,
+                                 "rebuild": opts.rebuild})
 
 
 def _artifacts(opts: Options, default: Path) -> Path:
@@ -334,12 +336,32 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
             raise
         return Question(opts, store, catalog, old, new, None, recipe, None, exc, say,
                         notes=notes)
-    for note in test_file_notes(recipe.test_as_is, span.history):
+    for note in test_file_notes(recipe.test_as_is, span.history) + dirty_notes(span.history):
         say(note)
     setup = backend_setup(opts, span, recipe, store, say)
     backend = backends.create(opts.backend_name, setup)
     return Question(opts, store, catalog, old, new, span, recipe, backend, None, say,
                     setup.artifact_store, notes)
+
+
+def dirty_notes(history: History) -> list[str]:
+    """A checkout with uncommitted changes: they are not what is tested."""
+    repo = history.repo
+    if history.owned or repo.bare or not repo.is_dirty(untracked_files=False):
+        return []
+    return [f"note: {repo.working_tree_dir} has uncommitted changes; they are not tested: "
+            "each commit is tested as committed, in a worktree of its own (commit them, "
+            "and name that commit, to test them)"]
+
+
+def jobs_notes(backend_name: str, jobs: int) -> list[str]:
+    """More probes at once than this host has CPUs, where they all run on this host."""
+    cpus = os.cpu_count() or 1
+    if backend_name == "slurm" or jobs <= cpus:
+        return []
+    return [f"warning: --jobs {jobs} on a host with {cpus} CPUs: {jobs} builds and tests run "
+            f"here at once, each in a worktree of its own (`bisect-ngc gc` removes them "
+            f"afterwards); --jobs {cpus} or fewer is usually faster"]
 
 
 def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ...] = (),
