@@ -75,19 +75,27 @@ RUNNERS = ["pytest -q {t}.py", "python3 -m pytest {t}.py", "torchrun --nproc_per
            "mpirun -np 2 python3 {t}.py", "srun -n1 {t}.sh", "numactl --cpunodebind=0 {t}.sh",
            "taskset -c 0 {t}.sh", "nice -n 5 {t}.sh", "make -C {d} check",
            "python3 -X dev {t}.py", "cd {d} && ./t.sh", "uv run {t}.py",
-           "bash {t}.sh --config={d}/conf.yaml", "sh {d}/outer.sh"]
+           "bash {t}.sh --config={d}/conf.yaml", "sh {d}/outer.sh", "sh {d}/idioms.sh",
+           "pytest -q {d}/tests", "bash -c '{t}.sh --fast'", "make -C{d} check",
+           "srun --chdir={d} ./t.sh", "python3 {d}/main.py"]
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_a_file_named_anywhere_in_the_test_is_keyed_by_its_content(tmp_path, runner):
     d = tmp_path / "abs"
     d.mkdir()
+    (d / "tests").mkdir()
     files = {"t.py": "pass\n", "t.sh": "exit 0\n", "Makefile": "check:\n\ttrue\n",
-             "conf.yaml": "a: 1\n", "env.sh": "X=1\n", "outer.sh": ". ./env.sh\nexit 0\n"}
+             "conf.yaml": "a: 1\n", "env.sh": "X=1\n", "outer.sh": ". ./env.sh\nexit 0\n",
+             "idioms.sh": 'HERE="$(cd "$(dirname "$0")" && pwd)"\n. "$HERE/env2.sh"\n'
+                          'python3 "$(dirname "$0")/t.py"\n', "env2.sh": "Y=1\n",
+             "tests/test_x.py": "def test_x(): pass\n", "main.py": "import helper\n",
+             "helper.py": "X = 1\n"}
     for name, text in files.items():
         (d / name).write_text(text)
     test = runner.format(t=d / "t", d=d)
-    edited = {"make -C": "Makefile", "--config": "conf.yaml", "outer.sh": "env.sh"}
+    edited = {"make -C": "Makefile", "--config": "conf.yaml", "outer.sh": "env.sh",
+              "idioms.sh": "env2.sh", "tests": "tests/test_x.py", "main.py": "helper.py"}
     name = next((f for key, f in edited.items() if key in runner),
                 "t.py" if ".py" in test else "t.sh")
     for build in (False, True):          # --build is keyed the same way
@@ -101,11 +109,15 @@ def test_a_file_named_anywhere_in_the_test_is_keyed_by_its_content(tmp_path, run
         assert key() == first
 
 
-def test_a_file_the_test_writes_is_not_keyed_but_one_it_reads_is(tmp_path):
-    log, data = tmp_path / "log", tmp_path / "data"
+@pytest.mark.parametrize("writes", ["echo 1 >> {f}; echo 2 > {f}", "python3 {t} --log {f}",
+                                    "pytest -q {t} --junitxml={f}", "make | tee -a {f}",
+                                    "cc -o {f} x.c", "python3 {t} --output={f}"])
+def test_a_file_the_test_writes_is_not_keyed_but_one_it_reads_is(tmp_path, writes):
+    log, data, script = tmp_path / "log", tmp_path / "data", tmp_path / "t.py"
     log.write_text("x")
     data.write_text("1")
-    writes = Recipe(build=None, test=f"echo 1 >> {log}; echo 2 > {log}")
+    script.write_text("pass\n")
+    writes = Recipe(build=None, test=writes.format(f=log, t=script))
     first = writes.test_key()
     log.write_text("y")
     assert writes.test_key() == first
@@ -130,6 +142,33 @@ def test_a_variable_the_command_names_is_keyed_on_this_host_and_key_env_adds_oth
     # keyed on this host; in a container the host's value does not reach the test;
     # unnamed: not keyed unless --key-env names it
     assert [b != a for b, a in zip(before, after)] == [True, False, False, True]
+
+
+def test_what_a_scheduler_or_terminal_sets_per_job_and_comments_are_not_keyed(
+        tmp_path, monkeypatch):
+    script = tmp_path / "t.sh"
+    script.write_text("# mentions $IN_A_COMMENT\necho $SLURM_JOB_ID $TERM $CUDA_VISIBLE_DEVICES\n")
+    r = Recipe(build=None, test=f"sh {script}")
+    monkeypatch.setenv("SLURM_JOB_ID", "101")
+    monkeypatch.setenv("IN_A_COMMENT", "a")
+    first = r.test_key()
+    monkeypatch.setenv("SLURM_JOB_ID", "102")     # a requeued controller resumes
+    monkeypatch.setenv("IN_A_COMMENT", "b")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert r.test_key() == first
+    monkeypatch.setenv("CC", "clang")              # the toolchain is keyed on this host
+    assert r.test_key() != first
+
+
+def test_a_keyed_file_the_run_changes_is_said_not_silently_a_new_question(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 12, 7)
+    out = tmp_path / "result.txt"
+    out.write_text("")
+    test = f'cp "$BISECT_ARTIFACTS/out" {out}.tmp && mv {out}.tmp {out}; ' \
+           f'test "$(cat {out})" = old'
+    code, _, err = run_cli(bisect(tmp_path / "r", tmp_path / "st", "main~11", "main",
+                                  test=test))
+    assert code == 0 and f"warning: {out} changed while the bisection ran" in err
 
 
 def test_edits_of_a_build_script_and_of_a_sourced_file_are_built_and_probed_again(
@@ -207,6 +246,90 @@ def test_a_build_is_done_once_per_commit_and_its_worktree_files_come_back(tmp_pa
     assert code == 0 and len(builds.read_text().split()) == len(built) + 6   # the re-check
 
 
+KEPT_CASES = {
+    "a symlink to a directory": ("mkdir -p out && cp behaviour out/b && ln -sfn out cur",
+                                 'test "$(cat cur/b)" = old'),
+    "an empty directory": ("mkdir -p results && cp behaviour \"$BISECT_ARTIFACTS/out\"",
+                           'cp "$BISECT_ARTIFACTS/out" results/b && test "$(cat results/b)" = old'),
+    "a deleted tracked file": ('rm version.txt && cp behaviour "$BISECT_ARTIFACTS/out"',
+                               'test ! -e version.txt && test "$(cat "$BISECT_ARTIFACTS/out")" = old'),
+    "an edited tracked file": ("cp behaviour version.txt", 'test "$(cat version.txt)" = old'),
+    "its own path in a file": ('printf "cat %s/behaviour\\n" "$PWD" > show.sh',
+                               'test "$(sh show.sh)" = old'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEPT_CASES))
+def test_a_kept_build_comes_back_as_the_build_left_it(tmp_path, run_cli, case):
+    """The first session builds; the second, with another --test and --jobs, runs every
+    commit on kept builds (in other slots too), unchecked (--verify 0): each verdict must
+    be the fresh build's."""
+    build, test = KEPT_CASES[case]
+    shas = make_repo(tmp_path / "r", 16, 9)
+    argv = bisect(tmp_path / "r", tmp_path / "st", "main~15", "main", test=test, build=build)
+    code, res = answer(run_cli, argv)
+    assert code == 0 and res["first_new"] == shas[9], res
+    again = argv[:argv.index("--test") + 1] + [test + " && true"] + \
+        argv[argv.index("--test") + 2:] + ["--verify", "0", "--jobs", "2"]
+    code, res = answer(run_cli, again)
+    assert code == 0 and res["first_new"] == shas[9] and res["cached"] == 0, res
+
+
+def test_a_build_that_installs_elsewhere_is_told_to_rebuild(tmp_path, run_cli):
+    make_repo(tmp_path / "r", 16, 9)
+    inst = tmp_path / "inst"
+    build = f'mkdir -p {inst} && cp behaviour {inst}/b'
+    test = f'test "$(cat {inst}/b)" = old'
+    argv = bisect(tmp_path / "r", tmp_path / "st", "main~15", "main", test=test, build=build)
+    code, res = answer(run_cli, argv)
+    assert code == 4 and "pass --rebuild" in res["explanation"], res
+    code, res = answer(run_cli, argv + ["--rebuild"])
+    assert code == 0 and res["status"] == "found"
+
+
+def test_a_build_that_cannot_be_kept_is_said_and_the_answer_stands(tmp_path, run_cli,
+                                                                    monkeypatch):
+    shas = make_repo(tmp_path / "r", 16, 9)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("bisect_ngc.core.kept_builds.tarfile.open", full)
+    argv = bisect(tmp_path / "r", tmp_path / "st", "main~15", "main",
+                  build="cp behaviour built.txt", test='test "$(cat built.txt)" = old')
+    code, out, err = run_cli(argv)
+    assert code == 0 and json.loads(out)["first_new"] == shas[9]
+    assert "is not kept (could not keep it: No space left on device)" in err
+    assert not list((tmp_path / "st" / "artifacts").glob("*/*.kept.json"))
+    assert not [p for p in (tmp_path / "st" / "artifacts").glob("*/*") if p.suffix.isdigit()
+                or p.name.split(".")[-1].isdigit()]
+
+
+def test_a_test_holds_its_build_and_an_interruption_does_not_wait(tmp_path):
+    from bisect_ngc.core.kept_builds import KeptBuild
+    kept = KeptBuild(tmp_path / "bk" / "c0ffee")
+    with kept.locked(exclusive=False):
+        with kept.locked(exclusive=False):            # tests share it
+            pass
+        start = time.monotonic()
+        with pytest.raises(InterruptedError):         # a build waits, until interrupted
+            with kept.locked(exclusive=True, stop=lambda: time.monotonic() - start > 0.3):
+                pass
+
+
+@pytest.mark.slow
+def test_a_rebuild_in_another_session_waits_for_a_running_test(tmp_path):
+    shas = make_repo(tmp_path / "r", 12, 7)
+    st = tmp_path / "st"
+    slow = 'sleep 0.5; test "$(cat "$BISECT_ARTIFACTS/out")" = old'
+    a = _spawn(bisect(tmp_path / "r", st, "main~11", "main", test=slow))
+    time.sleep(0.3)
+    b = _spawn(bisect(tmp_path / "r", st, "main~11", "main", "--rebuild",
+                      test=slow + " && true"))
+    results = [(p.communicate(timeout=300), p.returncode) for p in (a, b)]
+    assert [rc for _, rc in results] == [0, 0], [err for (_, err), _ in results]
+    assert [json.loads(out)["first_new"] for (out, _), _ in results] == [shas[7]] * 2
+
+
 # --- correcting the memory: forget and gc -------------------------------------------------
 
 def test_forget_makes_the_next_run_probe_again(tmp_path, run_cli, monkeypatch):
@@ -223,18 +346,48 @@ def test_forget_makes_the_next_run_probe_again(tmp_path, run_cli, monkeypatch):
     assert code == 0 and done["cached"] == 1 and len(done["builds"]) == 1
     code, again = answer(run_cli, argv)
     assert code == 0 and again["probes"] == 1 and again["cached"] == first["probes"] - 1
-    code, out, _ = run_cli(["forget", "--session", again["session"], *st, "--json"])
-    assert code == 0 and json.loads(out)["cached"] == 1
-    code, out, _ = run_cli(["forget", "--test", 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST,
-                            *st, "--json"])
-    assert code == 0 and json.loads(out)["cached"] == first["probes"] - 1
+    test = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST
+    code, out, _ = run_cli(["forget", "--test", test, *st, "--json"])
+    assert code == 0 and json.loads(out)["cached"] == first["probes"]
     code, again = answer(run_cli, argv)
     assert code == 0 and again["cached"] == 0 and again["probes"] == first["probes"]
+    code, out, _ = run_cli(["forget", "--session", again["session"], *st, "--json"])
+    assert code == 0 and json.loads(out)["cached"] == first["probes"]
+    code, again = answer(run_cli, argv)
+    assert code == 0 and again["cached"] == 0
+    code, cached = answer(run_cli, argv)          # answered from the cache alone
+    assert code == 0 and cached["probes"] == 0
+    code, out, _ = run_cli(["forget", "--session", cached["session"], *st, "--json"])
+    assert code == 0 and json.loads(out)["cached"] == first["probes"]   # all it used
+    code, out, _ = run_cli(["probe", *argv[1:argv.index("--quiet")], "--commit", shas[3]])
+    code, out, _ = run_cli(["forget", "--commit", shas[3], *st, "--json"])
+    assert code == 0 and len(json.loads(out)["builds"]) == 1    # a kept build alone
     for bad, words in ((["--commit", "ffff"], "not in this state"),
                        (["--commit", "xyz"], "not a commit sha"), ([], "say what to forget"),
                        (["--test", "nope"], "no session")):
         code, _, err = run_cli(["forget", *bad, *st])
         assert code == 2 and words in err and "hint:" in err
+    code, _, err = run_cli(["forget", "--commit", shas[3], "--state", tmp_path / "typo"])
+    assert code == 2 and not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("keep", [".", "./", ".git", "/abs", "../up"])
+def test_a_keep_path_must_be_inside_the_worktree_and_not_all_of_it(tmp_path, run_cli, keep):
+    make_repo(tmp_path / "r", 6, 3)
+    code, _, err = run_cli(bisect(tmp_path / "r", tmp_path / "st", "main~5", "main",
+                                  "--keep", keep))
+    assert code == 2 and "--keep" in err
+
+
+def test_gc_never_removes_a_lane_a_process_holds(tmp_path):
+    from bisect_ngc.vcs.worktrees import lanes, remove_lane, take_lane
+    base = tmp_path / "wt" / "proj"
+    k, fd = take_lane(base)
+    (base / f"lane-{k}" / "slot-0").mkdir(parents=True)
+    lane, = lanes(base)
+    assert lane.in_use and not remove_lane(lane) and (base / f"lane-{k}").is_dir()
+    os.close(fd)
+    assert remove_lane(lanes(base)[0]) and not (base / f"lane-{k}").exists()
 
 
 def test_gc_removes_free_worktrees_and_leaves_a_running_sessions(tmp_path, run_cli):
@@ -285,10 +438,10 @@ def test_two_ranges_and_two_repositories_run_at_once_on_one_state(tmp_path):
     same = _spawn(bisect(tmp_path / "a", st, "main~59", "main", test='sleep 1; ' + TEST))
     try:
         _wait_for(lambda: list(st.glob("locks/*.lock")) and any(
-            (p.read_text() or "").strip() == str(same.pid) for p in st.glob("locks/*.lock")))
+            (p.read_text() or "").split()[:1] == [str(same.pid)] for p in st.glob("locks/*.lock")))
         twice = _spawn(bisect(tmp_path / "a", st, "main~59", "main", test='sleep 1; ' + TEST))
         _, err = twice.communicate(timeout=60)
-        assert twice.returncode == 2 and f"already running in pid {same.pid}" in err
+        assert twice.returncode == 2 and f"already running in pid {same.pid} (session" in err
     finally:
         same.send_signal(signal.SIGINT)
         same.communicate(timeout=60)
@@ -365,7 +518,7 @@ def test_refs_with_non_ascii_names_are_revisions(tmp_path, run_cli, branch):
 def test_failed_builds_run_no_test_and_are_not_counted_as_runs(tmp_path, run_cli):
     make_repo(tmp_path / "r", 10, 5, unbuildable=set(range(10)))
     code, out, _ = run_cli(bisect(tmp_path / "r", tmp_path / "st", "main~9", "main")[:-1])
-    assert code == 3 and "2 probe(s), 2 of them untestable (0 test run(s))" in out
+    assert code == 3 and "2 probe(s) (0 test run(s)), 2 untestable commit(s)" in out
 
 
 def test_the_answer_names_the_author_with_the_authors_date(tmp_path, run_cli):

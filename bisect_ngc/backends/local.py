@@ -14,8 +14,9 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..core.artifacts import ArtifactStore
 from ..core.kept_builds import KeptBuild
@@ -46,7 +47,7 @@ class ProcessRunner:
         self.ledger.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         with open(log, "wb") as out:
-            out.write(f"$ {' '.join(argv)}\n".encode())
+            out.write(f"$ {' '.join(argv)}\n".encode(errors="surrogateescape"))
             out.flush()
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
@@ -123,6 +124,7 @@ class LocalBackend(ThreadedRounds):
         self.artifacts = artifacts
         self.say = say
         self.rebuild = rebuild           # --rebuild: never reuse a kept build
+        self._said_not_kept = False
         self.runner = ProcessRunner(state / "running")
 
     def containers(self) -> None:
@@ -155,16 +157,7 @@ class LocalBackend(ThreadedRounds):
         req.artifacts_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **r.env, **probe_env(req, wt))
         logs: dict[str, Path] = {}
-        build: BuildFact | None = None
-        details: dict[str, Any] = {}
         plan = test_plan(req, r)
-        if plan.artifacts == "ready":
-            on_phase(req, "download")
-            if self.artifacts is None:
-                raise ProbeFailed("no artifact store: this backend cannot fetch prebuilt artifacts")
-            env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
-        elif plan.artifacts == "build" and r.build:
-            build, details = self._build(req, on_phase, wt, env, logs)
 
         def once(i: int) -> RunFact:
             logs[f"test-{i}"] = log = req.log_dir / f"test-{i}.log"
@@ -172,30 +165,57 @@ class LocalBackend(ThreadedRounds):
                                                     env=env, log=log, timeout=r.timeout)
             return RunFact(code, secs, timed_out, r.timeout, last_json_line(_tail(log)))
 
-        outcome = run_tests(req, on_phase, once, build)
+        if plan.artifacts == "ready":
+            on_phase(req, "download")
+            if self.artifacts is None:
+                raise ProbeFailed("no artifact store: this backend cannot fetch prebuilt artifacts")
+            env["BISECT_ARTIFACTS"] = str(fetch_prebuilt(self.artifacts, req, self.say))
+        if plan.artifacts != "build" or not r.build:
+            outcome = run_tests(req, on_phase, once, None)
+        else:
+            with self._built(req, on_phase, wt, env, logs) as (build, details):
+                outcome = run_tests(req, on_phase, once, build)
+            outcome.details = dict(outcome.details, **details)
         outcome.logs = logs
-        outcome.details = dict(outcome.details, **details)
         return outcome
 
-    def _build(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path,
+    @contextmanager
+    def _built(self, req: ProbeRequest, on_phase: PhaseCallback, wt: Path,
                env: dict[str, str], logs: dict[str, Path]
-               ) -> tuple[BuildFact | None, dict[str, Any]]:
+               ) -> Iterator[tuple[BuildFact | None, dict[str, Any]]]:
         """The commit's kept build put back into the worktree (no BuildFact), or a fresh
-        build, kept when it succeeds (kept_builds.py)."""
+        build, kept when it can be (kept_builds.py); held for the tests that use it."""
         r, kept = self.recipe, KeptBuild(req.artifacts_dir)
-        with kept.locked():
-            facts = None if self.rebuild else kept.restore(wt, r.keep if r.clean else [])
-            if facts is not None:
-                return None, {"build_reused": True, "build_s_then": facts.get("build_s")}
-            on_phase(req, "build")
-            kept.clear()
-            logs["build"] = req.log_dir / "build.log"
-            code, secs, timed_out = self.runner.run(
-                ["/bin/sh", "-c", r.build], cwd=wt, env=env, log=logs["build"],
-                timeout=r.build_timeout)
-            why = kept.keep(wt, secs) if code == 0 and not timed_out else None
-        return BuildFact(code, secs, timed_out, r.build_timeout), \
-            ({"build_not_kept": why} if why else {})
+        stop = self.runner.cancelled.is_set
+        try:
+            while not self.rebuild:
+                with kept.locked(exclusive=False, stop=stop):
+                    if kept.usable(wt) is None:
+                        break
+                    kept.restore(wt, r.keep if r.clean else [])
+                    yield None, {"build_reused": True}
+                    return
+            with kept.locked(exclusive=True, stop=stop):
+                on_phase(req, "build")
+                kept.clear()
+                logs["build"] = req.log_dir / "build.log"
+                code, secs, timed_out = self.runner.run(
+                    ["/bin/sh", "-c", r.build], cwd=wt, env=env, log=logs["build"],
+                    timeout=r.build_timeout)
+                why = kept.keep(wt, secs) if code == 0 and not timed_out else None
+            if why:
+                self._not_kept(req.commit, why)
+            with kept.locked(exclusive=False, stop=stop):
+                yield BuildFact(code, secs, timed_out, r.build_timeout), \
+                    ({"build_not_kept": why} if why else {})
+        except InterruptedError:
+            raise Cancelled() from None
+
+    def _not_kept(self, commit: str, why: str) -> None:
+        if not self._said_not_kept:
+            self._said_not_kept = True
+            self.say(f"the build of {commit[:12]} is not kept ({why}): each probe of such a "
+                     "commit builds again")
 
 
 def _tail(path: Path, size: int = 65536) -> str:

@@ -2,6 +2,7 @@
 how a question is wired live in question.py."""
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
@@ -24,6 +25,7 @@ from ..vcs.mirrors import redact_url
 from ..vcs.worktrees import release_lanes
 from .help_sections import RichGroup, epilog, install as install_help_sections
 from ..question.merges import branch_range
+from ..question.recipe import host_snapshot, key_drift
 from ..question.metric import metric_from
 from .catalog import releases, resolve
 from .diff import diff
@@ -102,8 +104,8 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
     if dry_run:
         return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
                         as_json)
-    bis = q.bisection(settings, metric=metric)
-    with SessionLock(opts.state, bis.key):
+    bis, before = q.bisection(settings, metric=metric), host_snapshot(q.recipe)
+    with SessionLock(opts.state, bis.key, bis.predicted_session()[0]):
         q.backend.prepare()
         bis.events = events()
         bis, result = _run(q, bis)
@@ -116,12 +118,14 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
             inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
             branch = inner.bisection(settings, metric=metric)
             try:
-                with SessionLock(opts.state, branch.key):
+                with SessionLock(opts.state, branch.key, branch.predicted_session()[0]):
                     branch.events = events()
                     summary, titles = descended(summary, titles, q, *_run(inner, branch), ctx)
             except BaseException:       # the same command resumes the outer session, then this
                 q.store.set_status(bis.session.id, SessionStatus.INTERRUPTED)
                 raise
+    for note in key_drift(before, bis.recipe):
+        say(note)
     if as_json:
         emit(summary)
     else:
@@ -266,8 +270,8 @@ def _indent(text: str | None) -> str:
 @click.pass_context
 def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, dry_run,
           **params):
-    """Build and test one commit now, bypassing the result cache, and exit with its
-    verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line with --commit added
+    """Build and test one commit now, bypassing the result cache (and any kept build),
+    and exit with its verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line with --commit added
     (--jobs and --max-skips have no effect on one probe); `bisect` prints the probe
     commands that re-check its answer.
 
@@ -278,7 +282,9 @@ def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, d
     if not (params["old"] or params["from_"]):
         params.update(old=commit, new=commit)
     opts = options_from(params)
-    sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}"
+    if opts.backend_name == "local":      # a re-check builds afresh, never a kept build
+        opts = replace(opts, rebuild=True)
+    sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     q = ask(opts, say, commit=commit)
     q.backend.prepare()
     bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),

@@ -17,8 +17,8 @@ from .tracker import plural
 @click.option("--commit", metavar="SHA",
               help="Forget everything about this commit (a sha or its first digits): every "
                    "cached verdict, its probes in unfinished sessions, its kept builds.")
-@option("session", help="Forget what this session (id or prefix) cached, and its probes if "
-                        "it is unfinished.", metavar="ID")
+@option("session", help="Forget the cached verdicts this session (id or prefix) used or made, "
+                        "and its probes if it is unfinished.", metavar="ID")
 @option("test", help="Forget every verdict cached under this --test command (exactly as the "
                      "bisection gave it).", metavar="CMD")
 @json_option
@@ -36,6 +36,8 @@ def forget(state, cache_dir, commit, session, test, as_json):
       bisect-ngc forget --session 0442c79138-1
       bisect-ngc forget --test "$PWD/check.sh"
     """
+    store = Store(default_state(state), readonly=True)   # a state that exists, or an error
+    store.close()
     store = Store(default_state(state))
     done = forget_in(store, default_cache(cache_dir), commit=commit, session=session,
                      test=test)

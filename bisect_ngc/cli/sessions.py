@@ -95,7 +95,8 @@ def log(state, session, as_json):
     n = len(rec.candidates)
     click.echo(f"session {rec.id} ({rec.status.value}), {plural(n - 1, 'candidate')}")
     for p in probes:
-        build = "kept" if p.details.get("build_reused") else f"{p.build_s or 0:.1f}s"
+        build = "kept" if p.details.get("build_reused") else f"{p.build_s or 0:.1f}s" + (
+            " (not kept)" if p.details.get("build_not_kept") else "")
         timing = "" if p.cached else (f" checkout {p.details.get('checkout_s') or 0:.1f}s"
                                       f" build {build} test {p.test_s or 0:.1f}s")
         tag = (" cached" if p.cached else "") + (" [answer run again]" if p.details.get(

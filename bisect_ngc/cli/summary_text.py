@@ -13,8 +13,8 @@ from .metric_text import print_metric
 def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) -> None:
     status = summary["status"]
     overlays = f", {summary['overlays']} of them overlays" if summary["overlays"] else ""
-    skipped = f", {len(summary['skipped'])} of them untestable" if summary["skipped"] else ""
-    tally_line = (f"{summary['probes']} probe(s){skipped} ({summary['runs']} test run(s)), "
+    skipped = f"{len(summary['skipped'])} untestable commit(s), " if summary["skipped"] else ""
+    tally_line = (f"{summary['probes']} probe(s) ({summary['runs']} test run(s)), {skipped}"
                   f"{summary['builds']} build(s){overlays}, "
                   f"{summary['cached']} from cache, {summary['rounds']} round(s), "
                   f"session {summary['session']}")

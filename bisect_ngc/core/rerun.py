@@ -27,7 +27,8 @@ def verified(bis: Any, sid: str, rnd: int, found: Result) -> tuple[Result, int]:
         step = verification.next_round(pairs, fresh, verify)
         if not step:
             cached = {p.idx: p.commit for p in bis.store.probes(sid) if p.cached}
-            return verification.settle(found, pairs, fresh, verify, n, cached), rnd
+            kept = {p.idx for p in bis.store.checks(sid) if p.details.get("build_reused")}
+            return verification.settle(found, pairs, fresh, verify, n, cached, kept), rnd
         rnd += 1
         bis.events.round(rnd, tuple(i for i, _, _ in step),
                          *open_interval(n, bis.store.verdicts(sid)), "verify")

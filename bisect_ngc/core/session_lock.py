@@ -16,9 +16,9 @@ class SessionLock:
     other locks, so several run at once on one state directory; the same question
     started twice is refused, naming the process that runs it."""
 
-    def __init__(self, root: Path, key: str):
+    def __init__(self, root: Path, key: str, session: str = ""):
         self.path = Path(root) / "locks" / f"{key}.lock"
-        self.key = key
+        self.session = session or key
         self.fd: int | None = None
 
     def __enter__(self) -> "SessionLock":
@@ -30,10 +30,11 @@ class SessionLock:
                 break
             except BlockingIOError:
                 if attempt == 19:           # a second's wait: a holder that stays holds it
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    pid, _, sid = os.pread(fd, 256, 0).decode(errors="replace").strip() \
+                        .partition(" ")
                     os.close(fd)
-                    raise UserError(f"this bisection (session {self.key}) is already running "
-                                    f"in pid {holder or 'another process'}",
+                    raise UserError(f"this bisection is already running in pid "
+                                    f"{pid or 'another process'} (session {sid or self.session})",
                                     hint="wait for it to finish, or stop it (Ctrl-C, or kill "
                                          "that pid) and run the same command to resume it; "
                                          "`bisect-ngc status` shows it") from None
@@ -45,7 +46,7 @@ class SessionLock:
                                 hint="mount it with locking (Lustre: -o flock), or pass "
                                      "--state on a local disk") from None
         os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, f"{os.getpid()} {self.session}".encode())
         self.fd = fd
         return self
 

@@ -6,7 +6,7 @@ with the search's; otherwise it is ambiguous, with the runs. Pure, like search.p
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from .search import Result, Status, Verdict
 
@@ -36,10 +36,11 @@ def next_round(pairs: Sequence[Claim], fresh: Fresh, verify: int) -> tuple[Claim
 
 
 def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: int,
-           cached: Mapping[int, str] | None = None) -> Result:
+           cached: Mapping[int, str] | None = None, kept: Collection[int] = ()) -> Result:
     """The answer as the fresh verdicts leave it. `cached`: the claims whose search verdict
     came from an earlier session's cache, with their commits: a fresh run that contradicts
-    one says the cached verdict may be stale, not that the test is flaky."""
+    one says the cached verdict may be stale, not that the test is flaky. `kept`: the
+    claims re-checked on a kept build, which a build that installs elsewhere defeats."""
     if verify <= 0 or not pairs:
         return found
     runs = "; ".join(f"#{i} ({tier}) was {want.value}, again " +
@@ -58,6 +59,10 @@ def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: 
               f"this one): drop it with `bisect-ngc forget --commit {stale[:12]}` (and the "
               f"same --state) and run the same command again") if stale else \
         "the test is flaky here: raise --repeat (or --repeat-policy majority) and run again"
+    if not stale and stale_at in kept:
+        advice = (f"#{stale_at} was run again on its kept build: if the build installs "
+                  f"outside the worktree and $BISECT_ARTIFACTS (a shared virtualenv, say), "
+                  f"pass --rebuild; otherwise {advice}")
     return replace(found, status=Status.AMBIGUOUS, first_new=None,
                    candidates=tuple(range(1, n)),
                    explanation=f"the answer did not hold up: {why} ({runs}); {advice}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.artifacts import ArtifactStore
 from ..core.keys import digest
+from ..core.kept_builds import KeptBuild
 from ..core.records import finished
 from ..core.session_lock import SessionLock
 from ..core.store import Store
@@ -41,13 +42,13 @@ def forget(store: Store, cache_dir: Path, *, commit: str | None = None,
                         hint="e.g. bisect-ngc forget --commit 1a2b3c4d")
     out = Forgotten()
     if commit is not None:
-        sha = _one_commit(store, commit)
+        sha = _one_commit(store, commit, _kept_commits(store.root))
         out.cached = store.forget_cached(commits=[sha])
         out.probes = _unfinished_probes(store, [s.id for s in store.sessions()], [sha], out)
         out.builds = _kept_builds(store.root, cache_dir, sha)
     elif session is not None:
         rec = store.find(session)
-        shas = sorted({p.commit for p in store.probes(rec.id) if not p.cached})
+        shas = sorted({p.commit for p in store.probes(rec.id)})
         out.cached = store.forget_cached(commits=shas, tests=_test_keys([rec]))
         out.probes = _unfinished_probes(store, [rec.id], shas, out)
     else:
@@ -60,11 +61,16 @@ def forget(store: Store, cache_dir: Path, *, commit: str | None = None,
     return out
 
 
-def _one_commit(store: Store, prefix: str) -> str:
+def _kept_commits(state: Path) -> set[str]:
+    return {p.name.removesuffix(".kept.json") for p in (state / "artifacts").glob("*/*.kept.json")}
+
+
+def _one_commit(store: Store, prefix: str, kept: set[str]) -> str:
     if not prefix or not all(c in "0123456789abcdef" for c in prefix.lower()):
         raise UserError(f"'{prefix}' is not a commit sha",
                         hint="give the sha (or its first digits) that `bisect-ngc log` shows")
-    found = store.known_commits(prefix.lower())
+    found = sorted(set(store.known_commits(prefix.lower())) |
+                   {sha for sha in kept if sha.startswith(prefix.lower())})
     if len(found) != 1:
         raise UserError(f"commit '{prefix}' is {'ambiguous' if found else 'not in this state'}",
                         hint="give more digits" if found else
@@ -88,16 +94,14 @@ def _unfinished_probes(store: Store, sids: list[str], shas: list[str], out: Forg
 
 
 def _kept_builds(state: Path, cache_dir: Path, sha: str) -> list[str]:
-    """The commit's kept local builds (STATE/artifacts) and its builds in the artifact
-    store (CACHE/artifacts)."""
+    """The commit's kept local builds (STATE/artifacts: each once no test uses it) and its
+    builds in the artifact store (CACHE/artifacts)."""
     removed = []
-    for kept in sorted((state / "artifacts").glob(f"*/{sha}")):
-        for path in (kept, kept.with_name(f"{sha}.kept.json"), kept.with_name(f"{sha}.tree.tar")):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        removed.append(str(kept))
+    for meta in sorted((state / "artifacts").glob(f"*/{sha}.kept.json")):
+        kept = KeptBuild(meta.with_name(sha))
+        with kept.locked(exclusive=True):
+            kept.drop()
+        removed.append(str(kept.artifacts))
     store = ArtifactStore(cache_dir / "artifacts")
     for art in store.entries():
         if art.meta.get("commit") == sha:
@@ -122,10 +126,9 @@ def collect(state: Path, *, dry_run: bool = False) -> list[Collected]:
                        if top.is_dir() for p in top.iterdir() if p.is_dir()):
         for lane in lanes(base):
             size = lane.size
-            if not lane.in_use and not dry_run:
-                remove_lane(lane)
-            found.append(Collected(str(lane.path), size, lane.in_use,
-                                   not lane.in_use and not dry_run))
+            removed = not lane.in_use and not dry_run and remove_lane(lane)
+            found.append(Collected(str(lane.path), size, lane.in_use or not (dry_run or removed),
+                                   removed))
         if not dry_run and not any(l.in_use for l in lanes(base)):
             shutil.rmtree(base / "home.git", ignore_errors=True)
     return found

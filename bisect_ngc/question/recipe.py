@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import git
 
@@ -160,3 +161,25 @@ def _tracked(history: History, path: Path, root: Path) -> bool:
             for parent in list(rel.parents)[:-1])
     except git.GitCommandError:
         return True                 # git cannot tell: say nothing
+
+
+def host_snapshot(recipe: Recipe) -> dict[str, Any]:
+    """What the build and test read from this host now (their keys' host parts)."""
+    return {"build": recipe.host(recipe.build), "test": recipe.host(recipe.test,
+                                                                    recipe.test_as_is)}
+
+
+def key_drift(before: dict[str, Any], recipe: Recipe) -> list[str]:
+    """Warnings for host files the keys hold that changed while the bisection ran: the
+    build or the test writes them, so the same command asks another question next time."""
+    after = host_snapshot(recipe)
+    changed = sorted({path for part in ("build", "test")
+                      for files in (before[part].get("files", {}), after[part].get("files", {}))
+                      for path in files
+                      if before[part].get("files", {}).get(path) !=
+                      after[part].get("files", {}).get(path)})
+    return [f"warning: {path} changed while the bisection ran, and the cache keys hold its "
+            f"content (the build or the test writes it?): the same command will start a new "
+            f"session, reusing none of these verdicts. Write such a file under "
+            f"$BISECT_ARTIFACTS, or with > or >>, or name it through an option the keys "
+            f"know as output (-o, --log, --junitxml)" for path in changed]

@@ -33,7 +33,8 @@ def check(self: Options) -> None:
             raise UserError(f"--key-env {name!r} is not a variable name",
                             hint="give the name alone, e.g. --key-env LIMIT")
     for path in self.keep:
-        if not path or path.startswith("/") or ".." in Path(path).parts:
+        if not path or path.startswith("/") or ".." in Path(path).parts or \
+                not Path(path).parts or Path(path).parts[0] == ".git":
             raise UserError(f"--keep {path!r} must be a path inside the worktree",
                             hint="e.g. --keep build")
     rendered = {"--image": self.image, "--base-image": self.base_image,

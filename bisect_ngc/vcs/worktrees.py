@@ -251,16 +251,31 @@ def lanes(base: Path) -> list[Lane]:
     return found
 
 
-def remove_lane(lane: Lane) -> None:
-    """Delete a free lane's worktrees, and each one's entry in the repository it was
+def remove_lane(lane: Lane) -> bool:
+    """Delete a free lane's worktrees, holding its lock meanwhile (a bisection that
+    starts now takes another lane), and each one's entry in the repository it was
     registered in (the home, a mirror, or the clone where an older version put it):
-    those entries alone, nothing else of that repository."""
-    for slot in lane.slots:
-        _unregister(slot)
-        shutil.rmtree(slot, ignore_errors=True)
+    those entries alone. False where a live process holds the lane."""
+    fd = None
     if lane.path.name.startswith("lane-"):
-        shutil.rmtree(lane.path, ignore_errors=True)
-        lane.path.with_name(lane.path.name + ".lock").unlink(missing_ok=True)
+        lock = lane.path.with_name(lane.path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+    try:
+        for slot in lane.slots:
+            _unregister(slot)
+            shutil.rmtree(slot, ignore_errors=True)
+        if fd is not None:
+            shutil.rmtree(lane.path, ignore_errors=True)
+            lane.path.with_name(lane.path.name + ".lock").unlink(missing_ok=True)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return True
 
 
 def _unregister(wt: Path) -> None:
