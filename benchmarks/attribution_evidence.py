@@ -3,7 +3,7 @@ python -m benchmarks.attribution_evidence [--trials 2000] [--before REV]
 
 Simulated images of 12 differing components, one culprit or two needed together (a
 random monotone rule), and swaps whose observations are skips or the wrong side at a
-seeded rate. "before" is bisect_ngc/attribution.py as it was at REV (default: the last
+seeded rate. "before" is the attribution search as it was at REV (default: the last
 commit before issue 30's work), read from git; "after" is the working tree's. Counts,
 over the answers that name components:
 - wrong name: a named component whose removal does not flip the outcome (in truth);

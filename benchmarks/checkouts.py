@@ -9,7 +9,7 @@ transition two thirds in, 12 commits), twice:
 
   before  `git submodule update --init --recursive --force` against the remotes at every
           checkout (each slot keeps its own submodule objects);
-  after   the shared cache (bisect_ngc.submodules): one mirror per submodule URL, slots
+  after   the shared cache (bisect_ngc.vcs.submodules): one mirror per submodule URL, slots
           clone it with --shared and check out offline.
 
 Quotes the median checkout after each slot's first, and the disk each slot and the shared

@@ -1,7 +1,7 @@
 """The metric comparator on synthetic distributions: python -m benchmarks.metric_verdicts
 
 Each trial bisects n candidates whose metric is 1.0 times noise, with a change from a
-culprit on (or two); the comparator (bisect_ngc/comparator.py) and the pure search run
+culprit on (or two); the comparator (bisect_ngc/metric/comparator.py) and the pure search run
 exactly as the engine runs them: a round is segments.passes, up to `block` passes, one run
 of each commit a pass, each end of the open interval once in the first pass (the drift
 guard), later passes only the round's commits still asked for. Noise kinds: lognormal;

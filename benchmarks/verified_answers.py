@@ -2,7 +2,7 @@
 without the answer's fresh re-run (issue 30, finding 7):
 python -m benchmarks.verified_answers [--sessions 200] [--commits 16] [--fail-rate 0.5]
 
-The real engine (bisect_ngc.engine.Bisection, its store and search) over a generated
+The real engine (bisect_ngc.core.engine.Bisection, its store and search) over a generated
 repository, with a backend that runs no process: each test run of a commit at or after
 the transition fails with chance --fail-rate (else passes), seeded; runs before it pass.
 Every probe gets --repeat runs under --repeat-policy, as the backends judge them

@@ -1,4 +1,4 @@
-"""The metric comparator (bisect_ngc/comparator.py, sequential.py): properties on
+"""The metric comparator (bisect_ngc/metric/comparator.py, sequential.py): properties on
 synthetic distributions.
 
 The rates are Monte Carlo estimates with fixed seeds; each bound leaves room for the

@@ -1,4 +1,4 @@
-"""Several changes in one range (bisect_ngc/segments.py): the search over segments, on
+"""Several changes in one range (bisect_ngc/metric/segments.py): the search over segments, on
 synthetic numbers through the same loop the engine runs (benchmarks.metric_verdicts)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The `bisect-ngc` command line: it parses, calls and prints. What the options mean and
-how a question is wired live in question.py."""
+how a question is wired live in question/."""
 from __future__ import annotations
 
 import os

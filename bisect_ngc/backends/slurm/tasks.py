@@ -1,6 +1,6 @@
 """A Slurm round's tasks, made by the controller before it submits them: a worktree per
 commit, where its torch comes from (the image, a download, or a build into the shared
-store), and its --with companions (slurm_companions.py)."""
+store), and its --with companions (companions.py)."""
 from __future__ import annotations
 
 from pathlib import Path
