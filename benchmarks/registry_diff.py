@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bisect_ngc.prebuilt.image_config import diff  # noqa: E402
-from bisect_ngc.prebuilt.registry import Registry  # noqa: E402
+from bisect_ngc.images.image_config import diff  # noqa: E402
+from bisect_ngc.images.registry import Registry  # noqa: E402
 from tests.lib import token_server  # noqa: E402
 from tests.lib.registry_images import HOST, login, push, registry_up  # noqa: E402
 

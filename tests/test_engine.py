@@ -18,7 +18,7 @@ from bisect_ngc.core.recipes import Recipe
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.records import SessionStatus
 from bisect_ngc.core.store import Store
-from bisect_ngc.prebuilt.image_evidence import ImageEvidence
+from bisect_ngc.images.image_evidence import ImageEvidence
 from tests.lib.fakes import ScriptedBackend
 
 

@@ -1,4 +1,4 @@
-"""What an image's config says it holds (bisect_ngc/prebuilt/image_config.py): the labels
+"""What an image's config says it holds (bisect_ngc/images/image_config.py): the labels
 and variables of NGC's PyTorch images as they are written, read into components, and the
 difference between two images."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from bisect_ngc.prebuilt.image_config import COMPONENTS, DEFAULTS, Fact, diff, facts
+from bisect_ngc.images.image_config import COMPONENTS, DEFAULTS, Fact, diff, facts
 
 
 def config(env: dict[str, str], labels: dict[str, str] | None = None) -> dict:
@@ -150,7 +150,7 @@ def test_a_docker_inspect_config_reads_the_same_as_a_registry_blob():
     assert facts(inspected) == facts(blob)
 
 
-NAMES = st.sampled_from(sorted({n for ns in COMPONENTS.values() for n in ns if n.isupper()}
+NAMES = st.sampled_from(sorted({n for c in COMPONENTS.values() for n in c.config if n.isupper()}
                                | set(DEFAULTS) | {"OTHER_VERSION", "PATH"}))
 ENVS = st.dictionaries(NAMES, st.text("0123456789.+abcdef", min_size=1, max_size=12),
                        max_size=8)

@@ -145,3 +145,13 @@ def test_companions_change_the_test_key_and_keep_release_mode_off_swaps(tmp_path
     assert plain.recipe.build_key() == withc.recipe.build_key()    # torch builds are shared
     images = [Tier("image", {})]
     assert plain.swaps(images, Settings()) is not None and withc.swaps(images, Settings()) is None
+
+
+def test_any_other_repository_loads_no_catalog_and_builds_no_image_rule(tmp_path, repo,
+                                                                         monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("the NGC catalog was loaded for a plain repository")
+    monkeypatch.setattr("bisect_ngc.images.releases.Catalog.load", refused)
+    q = ask(options(tmp_path, repo, "local"), print)
+    bis = q.bisection(Settings())
+    assert q.catalog is None and bis.images is None and q.ships(bis.span.new) == []

@@ -171,7 +171,7 @@ def test_a_bad_cache_file_is_read_again_and_a_nested_index_is_one_sentence(
 
 def test_a_tag_list_never_sends_the_login_to_another_host():
     from bisect_ngc.errors import UserError
-    from bisect_ngc.prebuilt.registry import Registry
+    from bisect_ngc.images.registry import Registry
     ref = Registry.reference(f"{HOST}/r:latest")
     assert Registry._next_page(ref, "/v2/r/tags/list?last=x") == f"{HOST}/v2/r/tags/list?last=x"
     assert Registry._next_page(ref, "list?last=y") == f"{HOST}/v2/r/tags/list?last=y"

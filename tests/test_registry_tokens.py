@@ -170,8 +170,8 @@ def test_only_the_config_docker_login_uses_counts(asked, tmp_path, monkeypatch, 
 
 def test_docker_hub_is_read_where_its_api_answers_with_the_login_docker_keeps(
         tmp_path, monkeypatch):
-    from bisect_ngc.prebuilt.registry import Registry
-    from bisect_ngc.prebuilt.registry_login import login_config
+    from bisect_ngc.images.registry import Registry
+    from bisect_ngc.images.registry_login import login_config
     assert Registry.reference("docker.io/library/ubuntu:22.04").registry == \
         "registry-1.docker.io"
     assert Registry.reference("index.docker.io/me/private:1").manifest_url().startswith(
@@ -195,7 +195,7 @@ def test_a_token_service_on_the_registry_s_own_host_is_told_from_the_registry():
     """As ghcr.io, quay.io and Harbor serve it: the realm is known by its URL, not its host;
     an answer from elsewhere (storage a read was sent to) is no token service's."""
     from types import SimpleNamespace
-    from bisect_ngc.prebuilt.registry_login import login_step_failed, refused, unreachable
+    from bisect_ngc.images.registry_login import login_step_failed, refused, unreachable
     client = SimpleNamespace(auth=SimpleNamespace(_basic_auth="dTpw"))
     challenge = 'Bearer realm="https://r.io/token",service="r.io"'
     first = answer("https://r.io/v2/a/b/manifests/1", 401, challenge)
@@ -223,8 +223,8 @@ def test_a_token_service_on_the_registry_s_own_host_is_told_from_the_registry():
 def test_a_docker_hub_login_in_a_credential_store_is_asked_where_docker_keeps_it(
         tmp_path, monkeypatch):
     import oras.provider
-    from bisect_ngc.prebuilt.registry import Registry
-    from bisect_ngc.prebuilt.registry_login import load_login, logged_in
+    from bisect_ngc.images.registry import Registry
+    from bisect_ngc.images.registry_login import load_login, logged_in
     helper = tmp_path / "bin" / "docker-credential-t"
     helper.parent.mkdir()
     helper.write_text('#!/bin/bash\nread host; echo "$host" >> "$(dirname "$0")/asked"\n'

@@ -13,7 +13,7 @@ import pytest
 
 from bisect_ngc.errors import UserError
 from bisect_ngc.core.recipes import pytorch_preset
-from bisect_ngc.prebuilt.releases import Catalog
+from bisect_ngc.images.releases import Catalog
 
 from tests.lib.repos import BUILD, TEST, make_repo
 
@@ -252,8 +252,8 @@ def test_plan_shows_the_images_first_then_builds_in_the_narrowed_release(fake_to
 
 def test_transformer_engine_commit_from_its_version_and_in_the_listings(tmp_path, monkeypatch,
                                                                        run_cli):
-    from bisect_ngc.prebuilt.releases import release_from_facts
-    from bisect_ngc.prebuilt.image_config import commit_in
+    from bisect_ngc.images.releases import release_from_facts
+    from bisect_ngc.images.image_config import commit_in
     assert commit_in("1.11.0+c27ee60") == "c27ee60"
     assert commit_in("2.0.0") == "" and commit_in("1.6.0+cuda12") == ""
     rel = release_from_facts("nvcr.io/nvidia/pytorch:24.10-py3", {

@@ -1,4 +1,6 @@
-"""Which differing components to suspect first. Pure (its one import is a table).
+"""Which differing components to suspect first. Pure (its one import is the table of
+components, images/image_config.py, which says how each shows in a config and in an
+image).
 
 Two images' configs say which components moved (their `*_VERSION` variables and labels,
 `prebuilt.image_config.diff`); a symptom says which of those usually cause it (a hang
@@ -12,34 +14,8 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Collection, Sequence
 
-from ..prebuilt.image_config import COMPONENTS
+from ..images.image_config import COMPONENTS
 
-# component (as image_config names it) -> the inventory units that carry it, besides the
-# variables image_config reads its version from (env:NCCL_VERSION, ...). Library units are
-# named by the file's name before ".so" (libnccl, libcudnn_ops); distributions as PEP 503.
-UNITS: dict[str, tuple[str, ...]] = {
-    "torch": ("py:torch",),
-    "cuda": ("lib:libcudart", "lib:libnvrtc*", "lib:libnvJitLink", "py:nvidia-cuda-*"),
-    "cublas": ("lib:libcublas", "lib:libcublasLt", "py:nvidia-cublas*"),
-    "cudnn": ("lib:libcudnn", "lib:libcudnn_*", "py:nvidia-cudnn-cu*"),
-    "cudnn-frontend": ("py:nvidia-cudnn-frontend", "py:cudnn"),
-    "cufft": ("lib:libcufft", "lib:libcufftw", "py:nvidia-cufft*"),
-    "curand": ("lib:libcurand", "py:nvidia-curand*"),
-    "cusolver": ("lib:libcusolver", "lib:libcusolverMg", "py:nvidia-cusolver*"),
-    "cusparse": ("lib:libcusparse", "py:nvidia-cusparse-cu*"),
-    "cusparselt": ("lib:libcusparseLt", "py:nvidia-cusparselt*"),
-    "nccl": ("lib:libnccl", "py:nvidia-nccl*"),
-    "nvshmem": ("lib:libnvshmem*", "py:nvidia-nvshmem*"),
-    "aws-ofi-nccl": ("lib:libnccl-net*", "env:NCCL_NET_PLUGIN"),
-    "hpc-x": ("lib:libhcoll", "env:HPCX_*"),
-    "ucx": ("lib:libuc[mpst]", "env:UCX_*"),
-    "ucc": ("lib:libucc",),
-    "open mpi": ("lib:libmpi", "lib:libopen-*", "env:OMPI_*"),
-    "transformer_engine": ("py:transformer-engine*",),
-    "triton": ("py:triton", "py:pytorch-triton*"),
-    "tensorrt": ("lib:libnvinfer*", "py:tensorrt*"),
-    "dali": ("py:nvidia-dali*",),
-}
 # symptom -> the components that usually cause it, most likely first
 SYMPTOMS: dict[str, tuple[str, ...]] = {
     "hang": ("nccl", "aws-ofi-nccl", "nvshmem", "hpc-x", "ucx", "ucc", "open mpi", "torch"),
@@ -52,8 +28,9 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
 
 def units_of(component: str, units: Sequence[str]) -> list[str]:
     """The units of `units` that carry a component, in their given order."""
-    patterns = UNITS.get(component, ()) + tuple(
-        f"env:{name}" for name in COMPONENTS.get(component, ()) if name.isupper())
+    entry = COMPONENTS.get(component)
+    patterns = entry.units + tuple(f"env:{n}" for n in entry.config if n.isupper()) \
+        if entry else ()
     return [u for u in units if any(fnmatchcase(u, p) for p in patterns)]
 
 

@@ -17,7 +17,7 @@ from .components import (Component, Evidence, cannot_swap, diff, env_of,
 from ..errors import UserError
 from .swap_log import SwapLog
 from .suspects import suspects
-from ..prebuilt.image_config import Row, diff as config_rows
+from ..images.image_config import Row, diff as config_rows
 
 
 class Attributor:

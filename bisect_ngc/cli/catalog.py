@@ -12,8 +12,8 @@ from ..vcs.history import History
 from .json_output import emit, json_option
 from .progress import say
 from ..question.options import default_cache, option
-from ..prebuilt.releases import Catalog, release_from_config
-from ..prebuilt.releases import containing as releases_containing
+from ..images.releases import Catalog, release_from_config
+from ..images.releases import containing as releases_containing
 
 NGC_REPOSITORY = "nvcr.io/nvidia/pytorch"
 RELEASE_TAG_RE = re.compile(r"^\d{2}\.\d{2}-py3$")
@@ -93,7 +93,7 @@ def resolve(release, image, cache_dir, as_json):
                         hint="bisect-ngc resolve 24.09, or bisect-ngc resolve --image IMG")
     if image:
         from ..backends.docker.engine import read_image_facts
-        from ..prebuilt.releases import release_from_facts
+        from ..images.releases import release_from_facts
         rel = release_from_facts(image, read_image_facts(image, say))
         catalog.remember(rel)
     else:
@@ -112,7 +112,7 @@ def resolve(release, image, cache_dir, as_json):
 
 def _refresh(catalog: Catalog, cache, repository: str) -> None:
     """Each YY.MM-py3 tag's config, read from the registry, into the overlay."""
-    from ..prebuilt.registry import Registry     # requests and oras: only when asked
+    from ..images.registry import Registry     # requests and oras: only when asked
     registry = Registry(cache)
     tags = sorted(t for t in registry.tags(repository) if RELEASE_TAG_RE.match(t))
     if not tags:

@@ -12,7 +12,7 @@ from .progress import say
 from .summary_text import print_config_diff
 from ..question.options import default_cache, option
 from ..core.recipes import test_identity
-from ..prebuilt.releases import IMAGE_RE, RELEASE_RE, Catalog
+from ..images.releases import IMAGE_RE, RELEASE_RE, Catalog
 from ..core.search import RepeatPolicy
 
 EXIT_NOT_ATTRIBUTED = 4

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ..prebuilt.image_config import diff as config_diff
-from ..prebuilt.releases import RELEASE_RE, Catalog
+from ..images.image_config import diff as config_diff
+from ..images.releases import RELEASE_RE, Catalog
 from ..question.options import default_cache, option
 from .help_sections import RichCommand
 from .json_output import emit, json_option
@@ -25,7 +25,7 @@ def diff(a, b, platform, cache_dir, as_json):
     localhost:5000/my/image:tag). Only each image's config is read from its registry (a few
     KB, cached by digest): nothing is pulled. Logins are those of `docker login`.
     """
-    from ..prebuilt.registry import Registry     # requests and oras: only for this command
+    from ..images.registry import Registry     # requests and oras: only for this command
     cache = default_cache(cache_dir)
     catalog = Catalog.load(cache)
     images = [catalog.get(x).image if RELEASE_RE.match(x) else x for x in (a, b)]

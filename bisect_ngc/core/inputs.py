@@ -41,7 +41,7 @@ class ImageSwaps(Protocol):
 
 
 class ImageRule(Protocol):
-    """Release mode's rule for NGC images among builds (prebuilt/image_evidence.py)."""
+    """Release mode's rule for NGC images among builds (images/image_evidence.py)."""
 
     def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
         """Put a probe's verdict where the search reads it, or keep it aside."""

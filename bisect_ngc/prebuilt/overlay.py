@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Callable, Iterable, Sequence
 
+from ..vcs.changes import Change
+
 KINDS = ("ships", "never", "inert")
 OVERLAY_COST = 1 / 30      # a patched wheel against a build: a minute or two against an hour
 
@@ -42,19 +44,6 @@ TE_RULE = (
     "inert:tests/*", "inert:docs/*", "inert:examples/*", "inert:.github/*", "inert:*.md",
 )
 PRESETS = {"pytorch": PYTORCH_RULE, "transformer_engine": TE_RULE}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One path of `git diff --raw -M B C`."""
-
-    status: str                  # A, M, D, R (rename), T (type change), C (copy)
-    path: str                    # the path in C (in B for a deletion)
-    old_path: str | None = None  # renames and copies: the path in B
-    old_mode: str = "100644"
-    new_mode: str = "100644"
-    old_blob: str = ""
-    new_blob: str = ""
 
 
 @dataclass(frozen=True)

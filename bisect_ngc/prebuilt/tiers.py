@@ -25,7 +25,7 @@ from ..core.artifacts import ArtifactStore, artifact_name, urlopen
 from ..core.probes import ProbeKind, Source
 from ..core.inputs import Range, Tier
 from ..errors import UserError
-from .releases import Catalog, Endpoint
+from ..images.releases import Catalog, Endpoint
 
 WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-"
                       r"(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")

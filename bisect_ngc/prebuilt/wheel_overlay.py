@@ -18,7 +18,8 @@ from typing import Callable, Mapping
 from ..core.artifacts import Artifact, ArtifactStore
 from ..core.probes import ProbeKind, Source
 from ..vcs.history import History
-from .overlay import OVERLAY_COST, Base, Change, Decision, OverlayRule, choose_base, decide
+from ..vcs.changes import Change
+from .overlay import OVERLAY_COST, Base, Decision, OverlayRule, choose_base, decide
 from ..core.search import Verdict
 from ..core.keys import digest
 

@@ -17,8 +17,8 @@ from ..companions.specs import (ALIASES, PRESETS, WHEEL_BUILD, Companion, Instal
 from ..errors import UserError
 from ..prebuilt.overlay import PRESETS as OVERLAY_PRESETS
 from ..core.recipes import Recipe
-from ..prebuilt.image_config import commit_in
-from ..prebuilt.releases import IMAGE_RE, RELEASE_RE, Catalog, Endpoint
+from ..images.image_config import commit_in
+from ..images.releases import IMAGE_RE, RELEASE_RE, Catalog, Endpoint
 
 # (image, distribution) -> its version there, or None where it is not installed
 VersionReader = Callable[[str, str], "str | None"]

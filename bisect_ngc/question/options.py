@@ -19,7 +19,7 @@ import click
 from ..attribution.suspects import SYMPTOMS
 from ..backends import settings_type
 from ..core.inputs import DEFAULT_MAX_SKIPS
-from ..prebuilt.releases import UPSTREAM
+from ..images.releases import UPSTREAM
 from ..core.search import RepeatPolicy
 from ..prebuilt.tiers import MAP_RULES
 from ..core.verification import DEFAULT_VERIFY

@@ -18,7 +18,7 @@ from .options import Options
 from ..prebuilt.overlay import OverlayRule, RuleError
 from ..core import host_gpu
 from ..core.recipes import Recipe, pytorch_preset, run_words
-from ..prebuilt.releases import Endpoint
+from ..images.releases import Endpoint
 
 DEFAULT_CUDA_ARCH = "9.0"
 

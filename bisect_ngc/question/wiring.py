@@ -29,14 +29,14 @@ from ..errors import UserError
 from ..vcs.mirrors import redact_url
 from ..vcs.history import History
 from ..metric.measured import Metric, MetricJudge
-from ..prebuilt.image_evidence import ImageEvidence
+from ..images.image_evidence import ImageEvidence
 from ..prebuilt.overlay import OverlayRule
 from .recipe import component, make_recipe, test_file_notes
 from ..core.recipes import Recipe, test_identity
 from ..attribution.components import Evidence, dist_unit
 from ..attribution.swap_probes import ImageSwaps
 from ..core.verification import DEFAULT_VERIFY
-from ..prebuilt.releases import Catalog, Endpoint, containing
+from ..images.releases import Catalog, Endpoint, containing
 from ..core.search import RepeatPolicy
 from .options import BY_NAME, Options
 from ..core.store import Store
@@ -83,18 +83,18 @@ TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nig
               "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
 
 
-def endpoints(opts: Options, catalog: Catalog,
+def endpoints(opts: Options, catalog: Catalog | None,
               say: Callable[[str], None] = lambda text: None) -> tuple[Endpoint, Endpoint]:
     part = component(opts)
+    if catalog is None or not opts.release_mode:
+        return Endpoint(opts.old or "", "commit", opts.old or ""), \
+            Endpoint(opts.new or "", "commit", opts.new or "")
     if part is not None:         # the versions the images ship, read where not catalogued
         read = backends.version_reader(say)
         old, new = (component_mode.endpoint(part, catalog, spec or "", read, opts.component_tag)
                     for spec in (opts.from_, opts.to))
         return old, new
-    if opts.release_mode:      # rules.check: both --from and --to, or both --old and --new
-        return catalog.endpoint(opts.from_ or ""), catalog.endpoint(opts.to or "")
-    old_rev, new_rev = opts.old or "", opts.new or ""
-    return Endpoint(old_rev, "commit", old_rev), Endpoint(new_rev, "commit", new_rev)
+    return catalog.endpoint(opts.from_ or ""), catalog.endpoint(opts.to or "")
 
 
 def labels(old: Endpoint, new: Endpoint) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class Question:
 
     opts: Options
     store: Store
-    catalog: Catalog
+    catalog: Catalog | None       # release mode's; None for any other repository
     old: Endpoint
     new: Endpoint
     span: Range | None        # None only when ask(..., partial=True) could not open it
@@ -207,7 +207,8 @@ class Question:
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         images = ImageEvidence(tiers, self._span().candidates, settings.jobs,
                                swaps=self.swaps(tiers, settings),
-                               rebase=self.rebased if follows else None)
+                               rebase=self.rebased if follows else None) \
+            if self.opts.release_mode else None
         return Bisection(self.store, self._span(), self.recipe, self._backend(), settings,
                          events=events, ships=self.ships, tiers=tiers,
                          overlays=self.overlays(), images=images)
@@ -294,6 +295,7 @@ class Question:
             commit_of = (lambda rel: rel.torch_commit) if part is None else \
                 (lambda rel: rel.te_commit) if part.name == "transformer_engine" else \
                 (lambda rel: "")
+            assert self.catalog is not None, "images are release mode's"
             return [image_tier(self._span(), self.catalog, self.old, self.new, commit_of)]
         o, rel = self.opts, self.old.release
         each, plural = TIER_WORDS[kind]
@@ -316,6 +318,8 @@ class Question:
 
     def ships(self, sha: str) -> list[dict[str, str]]:
         """Catalog releases that do and do not contain sha (for the report)."""
+        if self.catalog is None:         # another repository: no release ships its commits
+            return []
         rows = containing(self._span().history, sha, self.catalog)
         return [dict(r, commit=r["commit"][:12]) for r in rows if r["contains"] != "unknown"]
 
@@ -326,7 +330,7 @@ def ask(opts: Options, say: Callable[[str], None], *, store: Store | None = None
     commit: that commit alone (for `probe`). With partial, a range that cannot be opened (no clone, say) leaves
     span and backend None and the error in span_error, for `plan`."""
     store = store or Store(opts.state)
-    catalog = Catalog.load(opts.cache_dir)
+    catalog = Catalog.load(opts.cache_dir) if opts.release_mode else None
     old, new = endpoints(opts, catalog, say)
     recipe, notes = make_recipe(opts, old)
     try:

@@ -13,7 +13,7 @@ import git
 
 from ..errors import UserError
 from .mirrors import clone_mirror, is_url, last_line, locked, mirror_path, redact_url
-from ..prebuilt.overlay import Change
+from .changes import Change
 
 # A revision as git takes it (any letters, `fix/café` and CJK names included), but never
 # one read as an option (a leading -), nor whitespace, control characters or globs.

@@ -214,7 +214,7 @@ def _python_once(image: str, script: str, args: list[str], say: Callable[[str], 
 
 def read_image_facts(image: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Run the image once and read torch/CUDA/TE/Python versions from it."""
-    from ...prebuilt.releases import PROBE_SCRIPT
+    from ...images.releases import PROBE_SCRIPT
     facts = last_json_line(_python_once(image, PROBE_SCRIPT, [], say,
                                         "the image needs a python with torch installed"))
     if not facts:

@@ -14,42 +14,68 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-# component: (variables, then labels, in the order they are trusted)
-COMPONENTS: dict[str, tuple[str, ...]] = {
-    "torch": ("PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "com.nvidia.pytorch.version"),
-    "ngc release": ("NVIDIA_PYTORCH_VERSION",),
-    "cuda": ("CUDA_VERSION",),      # NGC's com.nvidia.cuda.version label is always 9.0
-    "cuda driver": ("CUDA_DRIVER_VERSION",),
-    "cublas": ("CUBLAS_VERSION", "com.nvidia.cublas.version"),
-    "cudnn": ("CUDNN_VERSION", "com.nvidia.cudnn.version"),
-    "cudnn-frontend": ("CUDNN_FRONTEND_VERSION",),
-    "cufft": ("CUFFT_VERSION", "com.nvidia.cufft.version"),
-    "curand": ("CURAND_VERSION", "com.nvidia.curand.version"),
-    "cusolver": ("CUSOLVER_VERSION", "com.nvidia.cusolver.version"),
-    "cusparse": ("CUSPARSE_VERSION", "com.nvidia.cusparse.version"),
-    "cusparselt": ("CUSPARSELT_VERSION", "com.nvidia.cusparselt.version"),
-    "cutensor": ("CUTENSOR_VERSION", "com.nvidia.cutensor.version"),
-    "nccl": ("NCCL_VERSION", "com.nvidia.nccl.version"),
-    "nvshmem": ("NVSHMEM_VERSION",),
-    "aws-ofi-nccl": ("AWS_OFI_NCCL_VERSION",),
-    "hpc-x": ("HPCX_VERSION",),
-    "ucx": ("OPENUCX_VERSION",),
-    "ucc": ("OPENUCC_VERSION",),
-    "open mpi": ("OPENMPI_VERSION",),
-    "gdrcopy": ("GDRCOPY_VERSION",),
-    "transformer_engine": ("TRANSFORMER_ENGINE_VERSION",),
-    "triton": ("PYTORCH_TRITON_VERSION",),
-    "tensorrt": ("TRT_VERSION", "TENSORRT_VERSION", "com.nvidia.tensorrt.version"),
-    "dali": ("DALI_VERSION",),
-    "nsight systems": ("NSIGHT_SYSTEMS_VERSION", "com.nvidia.nsightsystems.version"),
-    "nsight compute": ("NSIGHT_COMPUTE_VERSION", "com.nvidia.nsightcompute.version"),
+
+@dataclass(frozen=True)
+class Component:
+    """How a component shows: the config's variables, then its labels, in the order they
+    are trusted; and the inventory units that carry it in an image (attribution's swaps),
+    besides those variables. Library units are named by the file's name before ".so"
+    (libnccl, libcudnn_ops); distributions as PEP 503."""
+
+    config: tuple[str, ...]
+    units: tuple[str, ...] = ()
+
+
+# The one table of the components this tool names.
+COMPONENTS: dict[str, Component] = {
+    "torch": Component(("PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "com.nvidia.pytorch.version"),
+        ("py:torch",)),
+    "ngc release": Component(("NVIDIA_PYTORCH_VERSION",)),
+    "cuda": Component(("CUDA_VERSION",),
+        ("lib:libcudart", "lib:libnvrtc*", "lib:libnvJitLink", "py:nvidia-cuda-*")),
+    "cuda driver": Component(("CUDA_DRIVER_VERSION",)),
+    "cublas": Component(("CUBLAS_VERSION", "com.nvidia.cublas.version"),
+        ("lib:libcublas", "lib:libcublasLt", "py:nvidia-cublas*")),
+    "cudnn": Component(("CUDNN_VERSION", "com.nvidia.cudnn.version"),
+        ("lib:libcudnn", "lib:libcudnn_*", "py:nvidia-cudnn-cu*")),
+    "cudnn-frontend": Component(("CUDNN_FRONTEND_VERSION",),
+        ("py:nvidia-cudnn-frontend", "py:cudnn")),
+    "cufft": Component(("CUFFT_VERSION", "com.nvidia.cufft.version"),
+        ("lib:libcufft", "lib:libcufftw", "py:nvidia-cufft*")),
+    "curand": Component(("CURAND_VERSION", "com.nvidia.curand.version"),
+        ("lib:libcurand", "py:nvidia-curand*")),
+    "cusolver": Component(("CUSOLVER_VERSION", "com.nvidia.cusolver.version"),
+        ("lib:libcusolver", "lib:libcusolverMg", "py:nvidia-cusolver*")),
+    "cusparse": Component(("CUSPARSE_VERSION", "com.nvidia.cusparse.version"),
+        ("lib:libcusparse", "py:nvidia-cusparse-cu*")),
+    "cusparselt": Component(("CUSPARSELT_VERSION", "com.nvidia.cusparselt.version"),
+        ("lib:libcusparseLt", "py:nvidia-cusparselt*")),
+    "cutensor": Component(("CUTENSOR_VERSION", "com.nvidia.cutensor.version")),
+    "nccl": Component(("NCCL_VERSION", "com.nvidia.nccl.version"),
+        ("lib:libnccl", "py:nvidia-nccl*")),
+    "nvshmem": Component(("NVSHMEM_VERSION",), ("lib:libnvshmem*", "py:nvidia-nvshmem*")),
+    "aws-ofi-nccl": Component(("AWS_OFI_NCCL_VERSION",),
+        ("lib:libnccl-net*", "env:NCCL_NET_PLUGIN")),
+    "hpc-x": Component(("HPCX_VERSION",), ("lib:libhcoll", "env:HPCX_*")),
+    "ucx": Component(("OPENUCX_VERSION",), ("lib:libuc[mpst]", "env:UCX_*")),
+    "ucc": Component(("OPENUCC_VERSION",), ("lib:libucc",)),
+    "open mpi": Component(("OPENMPI_VERSION",), ("lib:libmpi", "lib:libopen-*", "env:OMPI_*")),
+    "gdrcopy": Component(("GDRCOPY_VERSION",)),
+    "transformer_engine": Component(("TRANSFORMER_ENGINE_VERSION",),
+        ("py:transformer-engine*",)),
+    "triton": Component(("PYTORCH_TRITON_VERSION",), ("py:triton", "py:pytorch-triton*")),
+    "tensorrt": Component(("TRT_VERSION", "TENSORRT_VERSION", "com.nvidia.tensorrt.version"),
+        ("lib:libnvinfer*", "py:tensorrt*")),
+    "dali": Component(("DALI_VERSION",), ("py:nvidia-dali*",)),
+    "nsight systems": Component(("NSIGHT_SYSTEMS_VERSION", "com.nvidia.nsightsystems.version")),
+    "nsight compute": Component(("NSIGHT_COMPUTE_VERSION", "com.nvidia.nsightcompute.version")),
 }
 # Variables that change what the same code does, shown when they differ.
 DEFAULTS = ("TORCH_CUDA_ARCH_LIST", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_MODULE_LOADING",
             "TORCH_NCCL_USE_COMM_NONBLOCKING", "TORCH_CUDNN_V8_API_ENABLED",
             "NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
             "CUDA_BINARY_LOADER_THREAD_COUNT", "NCCL_NET_PLUGIN", "PIP_CONSTRAINT")
-_KNOWN = {name for names in COMPONENTS.values() for name in names}
+_KNOWN = {name for c in COMPONENTS.values() for name in c.config}
 _LOCAL_COMMIT = re.compile(r"(?:git|g)?([0-9a-fA-F]{7,40})")
 _DATE = re.compile(r"(19|20)\d\d(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])")
 
@@ -101,8 +127,8 @@ def facts(config: Mapping[str, Any]) -> dict[str, Fact]:
     has a value; then every other `*_VERSION` variable under its own name."""
     env, tags = environment(config), labels(config)
     found: dict[str, Fact] = {}
-    for component, names in COMPONENTS.items():
-        for name in names:
+    for component, entry in COMPONENTS.items():
+        for name in entry.config:
             value = _clean((env if name.isupper() else tags).get(name))
             if value:
                 kind = "env" if name.isupper() else "label"

@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from ..errors import UserError
+from . import oras_seam
 from .registry_login import (api_name, load_login, logged_in, login_step_failed, quiet_oras,
                              refused, same_host, unreachable)
 
@@ -146,7 +147,7 @@ class Registry:
         client = self._client(ref)
         response = self._request(client, ref, url, image, accept)
         if response.status_code == 401 and getattr(client.auth, "token", None):
-            client.auth.token = None         # a token that expired: ask for a new one, once
+            oras_seam.forget_token(client)   # a token that expired: ask for a new one, once
             response = self._request(client, ref, url, image, accept)
         if not same_host(urlsplit(response.url), ref.registry) and response.status_code != 200:
             raise UserError(f"the storage {urlsplit(response.url).netloc} that {ref.registry} "
@@ -168,11 +169,9 @@ class Registry:
         headers = {"Accept": accept} if accept else {}
         seen = self._seen[id(client)]
         seen.clear()                         # this request's answers, the token's among them
-        # do_request answers 401 with the registry's login; its retry loop (minutes of
-        # sleeps on any error) is left out: an error here is the user's to see at once.
+        # an error here is the user's to see at once, with no retry loop
         try:
-            return type(client).do_request.__wrapped__(
-                client, f"{client.prefix}://{url}", "GET", headers=headers)
+            return oras_seam.get_once(client, f"{client.prefix}://{url}", headers)
         except requests.exceptions.JSONDecodeError:     # the token service's answer
             raise login_step_failed(client, ref.registry, image, list(seen)) from None
         except requests.RequestException as exc:

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import UserError
+from . import oras_seam
 
 HUB_NAMES = ("docker.io", "index.docker.io")
 HUB_API = "registry-1.docker.io"             # where Docker Hub's registry API answers
@@ -63,11 +64,11 @@ def login_config() -> dict[str, Any]:
 
 def load_login(client: Any, ref: Any) -> None:
     """The client's login for ref's registry, as `docker login` stored it."""
-    client.auth._auth_config = login_config()
+    oras_seam.set_logins(client, login_config())
     try:
         client.auth.load_configs(ref)
         if ref.registry == HUB_API and not logged_in(client):
-            client.auth._load_auth(HUB_LOGIN)         # where `docker login` keeps Hub's
+            oras_seam.load_login(client, HUB_LOGIN)   # where `docker login` keeps Hub's
     except (KeyError, ValueError, AttributeError, TypeError):
         raise UserError(f"the login for {ref.registry} in {docker_config()} cannot be read",
                         hint=f"log in again with `docker login {ref.registry}`") from None
@@ -84,7 +85,7 @@ def quiet_oras() -> None:
 
 
 def logged_in(client: Any) -> bool:
-    return bool(getattr(client.auth, "_basic_auth", None))
+    return oras_seam.has_login(client)
 
 
 def realm_of(seen: list[Any]) -> str:
