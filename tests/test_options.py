@@ -15,7 +15,7 @@ from bisect_ngc.cli.main import cli
 from bisect_ngc.question.metric import metric_from, with_metric_cmd
 from bisect_ngc.question.options import BISECTION, OPTIONS, Options, options
 from bisect_ngc.question.recipe import asked_test
-from bisect_ngc.question.rules import options_from
+from bisect_ngc.question.rules import asked_options, options_from
 
 PKG = Path(__file__).resolve().parents[1] / "bisect_ngc"
 
@@ -105,11 +105,11 @@ def test_metric_cmd_is_composed_where_the_recipe_is_made_and_params_stay_as_give
     seen = {}
 
     @click.command()
-    @options(*BISECTION)
-    @click.pass_context
-    def bisect(ctx, jobs, repeat, repeat_policy, **params):
-        metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
-        seen["test"], seen["opts"] = params["test"], options_from(params)
+    @asked_options(*BISECTION)
+    def bisect(ctx, asked):
+        metric_from(asked)
+        seen["test"], seen["opts"] = asked.params["test"], asked.question
+        return 0
 
     args = ["--repo", ".", "--old", "a", "--new", "b", "--test", "./bench", "--metric", "ms",
             "--metric-cmd", "cat out.txt", "--state", str(tmp_path / "s"),
@@ -118,3 +118,23 @@ def test_metric_cmd_is_composed_where_the_recipe_is_made_and_params_stay_as_give
     assert result.exit_code == 0, result.output
     assert seen["test"] == seen["opts"].test == "./bench"
     assert asked_test(seen["opts"]) == with_metric_cmd("./bench", "cat out.txt", "ms")
+
+
+def test_a_command_gets_one_typed_value_and_knows_what_was_given(tmp_path):
+    seen = {}
+
+    @click.command()
+    @asked_options(*BISECTION)
+    def bisect(ctx, asked):
+        seen["asked"] = asked
+        return 0
+
+    args = ["--repo", ".", "--old", "a", "--new", "b", "--test", "t", "--jobs", "3",
+            "--repeat", "2", "--max-runs", "40", "--state", str(tmp_path / "s")]
+    result = CliRunner().invoke(bisect, args)
+    asked = seen["asked"]
+    assert result.exit_code == 0, result.output
+    assert (asked.bisect.jobs, asked.run.repeat, asked.measure.max_runs) == (3, 2, 40)
+    assert asked.question.test == "t" and asked.bisect.max_skips == 32
+    assert {"jobs", "repeat", "max_runs", "test"} <= asked.given and "max_skips" not in asked.given
+    assert asked.with_question(old="c").question.old == "c" and asked.question.old == "a"

@@ -25,6 +25,14 @@ def test_the_allowlist_only_shrinks():
         ("bisect_ngc.core", "bisect_ngc.vcs", "bisect_ngc.question", "bisect_ngc.cli.main"))}
 
 
+def test_the_edges_are_typed_strictly():
+    """Every click command and the question layer: no untyped def, bodies checked."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    strict = [o for o in config.get("overrides", []) if o.get("disallow_untyped_defs")]
+    assert any({"bisect_ngc.cli.*", "bisect_ngc.question.*"} <= set(o["module"]) and
+               o.get("check_untyped_defs") for o in strict)
+
+
 @pytest.mark.slow
 def test_the_package_type_checks():
     out, err, code = api.run(["--config-file", str(ROOT / "pyproject.toml"),

@@ -12,6 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from ..errors import UserError
 from ..core.probes import (Cancelled, PhaseCallback, ProbeFailed, ProbeRequest)
 from ..vcs.build_trees import settle
 from ..vcs.mirrors import CheckoutError
@@ -148,6 +149,11 @@ class ThreadedRounds:
 
     def prefetch(self, images: Sequence[str], *, done: bool = False) -> None:
         return None         # no images to get, unless a backend says otherwise
+
+    def submit_controller(self, session: str, argv: list[str], *, partition: str | None,
+                          time_limit: str) -> tuple[str, Path]:
+        raise UserError(f"the {getattr(self, 'name', 'this')} backend has no scheduler to "
+                        "submit a controller to", hint="`slurm submit` uses --backend slurm")
 
     def build_trees(self, slot: int) -> list[Path]:
         """Build trees this backend keeps for a slot outside its worktree."""

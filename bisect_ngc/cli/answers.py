@@ -6,27 +6,32 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+import click
+
 from .progress import say
-from ..question.wiring import command_line
-from ..core.records import tally, verification_cost
-from ..report.markdown import write_report
+from ..core.engine import Bisection
+from ..question.wiring import Question, command_line
+from ..core.records import ProbeRecord, SessionResult, tally, verification_cost
+from ..report.markdown import Written, write_report
 from ..core.store import Store
 
 
-def session_summary(q, bis, result) -> tuple[dict[str, Any], dict[str, Any]]:
+def session_summary(q: Question, bis: Bisection, result: SessionResult
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A finished session as `--json` prints it, and the titles of the commits it names."""
-    written = report_or_none(q.store, bis.session.id)
-    probes = q.store.probes(bis.session.id)
+    written = report_or_none(q.store, bis.sid)
+    probes = q.store.probes(bis.sid)
     titles = _titles(q.store, result, probes)
     first = titles.get(result.first_new or "")
-    return dict(asdict(result), **tally(probes), session=bis.session.id,
-                verification=verification_cost(q.store.checks(bis.session.id)),
+    return dict(asdict(result), **tally(probes), session=bis.sid,
+                verification=verification_cost(q.store.checks(bis.sid)),
                 first_new_title=first["title"] if first else None,
                 first_new_pr=first["pr"] if first else None, merge=None,
                 report=str(written.markdown) if written else None), titles
 
 
-def descended(outer: dict[str, Any], titles: dict[str, Any], q, bis, result, ctx
+def descended(outer: dict[str, Any], titles: dict[str, Any], q: Question, bis: Bisection,
+              result: SessionResult, ctx: click.Context
               ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The answer after a bisection inside the merge `outer` named: the branch's commit
     when it found one, else the merge, with what the branch showed and the command that
@@ -46,7 +51,8 @@ def descended(outer: dict[str, Any], titles: dict[str, Any], q, bis, result, ctx
         part for part in (inner["explanation"], where) if part)), inner_titles
 
 
-def _titles(store: Store, result, probes) -> dict[str, Any]:
+def _titles(store: Store, result: SessionResult, probes: list[ProbeRecord]
+            ) -> dict[str, Any]:
     """The answer's commits as the store knows them, with why a listed one was skipped."""
     shown = [result.first_new, result.last_old, *result.candidates[:20]]
     titles = {sha: dict(row) for sha, row in store.commits([s for s in shown if s]).items()}
@@ -56,7 +62,7 @@ def _titles(store: Store, result, probes) -> dict[str, Any]:
     return titles
 
 
-def report_or_none(store: Store, sid: str):
+def report_or_none(store: Store, sid: str) -> Written | None:
     """Write the session's report; a report that fails must not lose the answer."""
     try:
         return write_report(store, sid)

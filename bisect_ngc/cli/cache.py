@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+from pathlib import Path
+
 import click
 
 from ..core.artifacts import ArtifactStore
@@ -10,11 +12,12 @@ from ..errors import UserError
 from .help_sections import RichGroup
 from .json_output import emit, json_option
 from ..core.kept_builds import kept_builds, prune_kept
-from ..question.options import default_cache, default_state, option
+from ..question.flags import default_cache, default_state
+from ..question.options import option
 
 
 @click.group(cls=RichGroup)
-def cache():
+def cache() -> None:
     """Built artifacts, shared across sessions: the artifact store of the docker and slurm
     backends (wheels, CACHE/artifacts), and the local backend's kept builds
     (STATE/artifacts)."""
@@ -24,7 +27,7 @@ def cache():
 @option("cache_dir")
 @option("state")
 @json_option
-def cache_ls(cache_dir, state, as_json):
+def cache_ls(cache_dir: Path | None, state: Path | None, as_json: bool) -> int:
     """List the stored builds: where (the docker and slurm backends' artifact store, or
     the local backend's kept builds), key, commit, image, age, size."""
     store = ArtifactStore(default_cache(cache_dir) / "artifacts")
@@ -53,14 +56,15 @@ def cache_ls(cache_dir, state, as_json):
 @click.option("--older-than", type=click.FloatRange(min=0), default=None, metavar="DAYS",
               help="Remove only builds older than this many days.")
 @click.option("--all", "everything", is_flag=True, help="Remove every build.")
-def cache_prune(cache_dir, state, older_than, everything):
+def cache_prune(cache_dir: Path | None, state: Path | None, older_than: float | None,
+                everything: bool) -> int:
     """Remove stored builds, from the artifact store and the kept local builds: those
     older than --older-than DAYS, or --all."""
     if older_than is None and not everything:
         raise UserError("say what to remove: --older-than DAYS or --all",
                         hint="bisect-ngc cache ls shows what is there")
     store = ArtifactStore(default_cache(cache_dir) / "artifacts")
-    age = None if everything else older_than * 86400
+    age = None if everything or older_than is None else older_than * 86400
     count, freed = store.prune(age)
     local, local_freed = prune_kept(default_state(state), age)
     count, freed = count + local, freed + local_freed

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 import sys
 
+from pathlib import Path
+
 import click
 
 from ..errors import UserError
@@ -11,7 +13,8 @@ from .help_sections import RichCommand
 from ..vcs.history import History
 from .json_output import emit, json_option
 from .progress import say
-from ..question.options import default_cache, option
+from ..question.flags import default_cache
+from ..question.options import option
 from ..images.releases import Catalog, release_from_config
 from ..images.releases import containing as releases_containing
 
@@ -32,7 +35,8 @@ RELEASE_TAG_RE = re.compile(r"^\d{2}\.\d{2}-py3$")
 @option("torch_repo")
 @option("cache_dir")
 @json_option
-def releases(containing, refresh, repository, torch_repo, cache_dir, as_json):
+def releases(containing: str | None, refresh: bool, repository: str, torch_repo: str,
+             cache_dir: Path | None, as_json: bool) -> int:
     """The NGC PyTorch release catalog: image, torch version and commit, CUDA, TE, Python.
 
     Verification: V2 = two public copies agree, V1 = one, U = unverified, live = read
@@ -79,7 +83,8 @@ def releases(containing, refresh, repository, torch_repo, cache_dir, as_json):
 @option("image", help="Read the facts live from this image (needs Docker).")
 @option("cache_dir")
 @json_option
-def resolve(release, image, cache_dir, as_json):
+def resolve(release: str | None, image: str | None, cache_dir: Path | None,
+            as_json: bool) -> int:
     """Print one release's facts, or read them live from an image.
 
     With --image the image is run once (python -c ...) to read torch.__version__,
@@ -97,7 +102,7 @@ def resolve(release, image, cache_dir, as_json):
         rel = release_from_facts(image, read_image_facts(image, say))
         catalog.remember(rel)
     else:
-        rel = catalog.get(release)
+        rel = catalog.get(release or "")
     row = dict(rel.as_dict(), same_commit_as=catalog.same_commit(rel))
     if as_json:
         emit(row)
@@ -110,7 +115,7 @@ def resolve(release, image, cache_dir, as_json):
     return 0
 
 
-def _refresh(catalog: Catalog, cache, repository: str) -> None:
+def _refresh(catalog: Catalog, cache: Path, repository: str) -> None:
     """Each YY.MM-py3 tag's config, read from the registry, into the overlay."""
     from ..images.registry import Registry     # requests and oras: only when asked
     registry = Registry(cache)

@@ -1,6 +1,8 @@
 """`components`: which part of the container made the difference (Docker)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..attribution.components import Evidence
@@ -10,7 +12,8 @@ from ..errors import EXIT_INVALID_ENDPOINTS, UserError
 from .json_output import emit, json_option
 from .progress import say
 from .summary_text import print_config_diff
-from ..question.options import default_cache, option
+from ..question.flags import default_cache
+from ..question.options import option
 from ..core.recipes import test_identity
 from ..images.releases import IMAGE_RE, RELEASE_RE, Catalog
 from ..core.search import RepeatPolicy
@@ -43,8 +46,9 @@ def _image(catalog: Catalog, spec: str) -> str:
 @option("verify")
 @option("cache_dir")
 @json_option
-def components(from_, to, test, only, symptom, repeat, repeat_policy, verify, cache_dir,
-               as_json):
+def components(from_: str, to: str, test: str, only: tuple[str, ...], symptom: str | None,
+               repeat: int, repeat_policy: str, verify: int, cache_dir: Path | None,
+               as_json: bool) -> int:
     """Which part of the container makes image B behave unlike image A.
 
     Inventories both images (Python distributions with their files, shared libraries in

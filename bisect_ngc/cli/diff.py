@@ -1,11 +1,14 @@
 """`diff A B`: what two images differ in, read from their registry with no layer pulled."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..images.image_config import diff as config_diff
 from ..images.releases import RELEASE_RE, Catalog
-from ..question.options import default_cache, option
+from ..question.flags import default_cache
+from ..question.options import option
 from .help_sections import RichCommand
 from .json_output import emit, json_option
 
@@ -17,7 +20,7 @@ from .json_output import emit, json_option
               help="The image of a multi-platform tag to read.")
 @option("cache_dir")
 @json_option
-def diff(a, b, platform, cache_dir, as_json):
+def diff(a: str, b: str, platform: str, cache_dir: Path | None, as_json: bool) -> int:
     """What two images differ in: CUDA and its libraries, NCCL, Transformer Engine,
     Triton, PyTorch (with its commit), and the environment defaults that change behaviour.
 

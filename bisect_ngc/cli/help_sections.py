@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import rich_click
 
+from ..question.flags import BOXES
 from ..question.options import BY_NAME
 
 
@@ -32,36 +33,10 @@ class RichGroup(_HelpNames, rich_click.RichGroup):
     command_class = RichCommand
 
 
-# Sections of a question command, in order; an option not named here falls under its
-# table group's section, and the rest under "Options".
-_BY_NAME = {
-    "What to bisect": ("repo", "old", "new", "test", "build", "commit", "key_env", "timeout",
-                       "build_timeout", "keep", "no_clean", "no_submodules", "retry_skips",
-                       "rebuild"),
-    "How rounds run": ("jobs", "repeat", "repeat_policy", "verify", "max_skips", "no_descend",
-                       "quiet", "dry_run", "as_json", "brief"),
-    "Two NGC releases (release mode)": (
-        "from_", "to", "torch_repo", "check_torch_commit", "component", "component_repo",
-        "component_tag", "repro_args", "with_", "artifacts", "artifact_map",
-        "artifact_store", "overlay_rule", "no_overlay", "no_images", "nightly_index",
-        "nightly_urls", "no_nightlies"),
-    "Containers and builds": ("backend", "image", "build_image", "base_image", "cuda_arch",
-                              "max_jobs", "gpus", "build_tree"),
-    "Slurm (--backend slurm)": ("controller_partition", "controller_time"),   # slurm submit's
-}
-_BY_GROUP = {"metric": "Metric (--metric)", "slurm": "Slurm (--backend slurm)",
-             "place": "State and cache"}
-_ORDER = ("What to bisect", "How rounds run", "Two NGC releases (release mode)",
-          "Containers and builds", "Metric (--metric)", "Slurm (--backend slurm)",
-          "State and cache")
-
-
 def _section(name: str) -> str | None:
-    for title, names in _BY_NAME.items():
-        if name in names:
-            return title
+    """An option's box, as its declaration says (options.py); None: the catch-all."""
     opt = BY_NAME.get(name)
-    return _BY_GROUP.get(opt.group) if opt else None
+    return opt.box if opt else None
 
 
 def _commands(group: click.Group, path: str):
@@ -81,7 +56,7 @@ def install(cli: click.Group, prog: str = "bisect-ngc") -> None:
                 sections.setdefault(title, []).append(param.opts[0])
         if sections:
             rich_click.rich_click.OPTION_GROUPS[path] = [
-                {"name": t, "options": sections[t]} for t in _ORDER if t in sections]
+                {"name": t, "options": sections[t]} for t in BOXES if t in sections]
 
 
 def epilog(*parts: str) -> str:

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from ..question.options import option
+
 _requested = {"json": False, "printed": False}
 
 
@@ -16,9 +18,7 @@ def _remember(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 
 
 # Eager: known before any other option is checked, so a usage error can be told in JSON.
-json_option = click.option("--json", "as_json", is_flag=True, is_eager=True,
-                           callback=_remember, expose_value=True,
-                           help="Print exactly one JSON value on stdout, also on errors.")
+json_option = option("as_json", callback=_remember, expose_value=True)
 
 
 def reset() -> None:

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from types import FrameType
 from typing import Any
 
 import click
@@ -33,14 +34,16 @@ from .sessions import log, report, status
 from .memory import forget, gc
 from .slurm import slurm
 from .progress import make_events, say
-from ..question.options import BISECTION, options
-from ..question.rules import options_from
-from ..question.wiring import (EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP, ask, jobs_notes,
-                               run_settings)
+from ..question.options import BISECTION, option
+from ..question.rules import Asked, asked_options
+from ..question.wiring import Question, ask, jobs_notes, run_settings
+from .help_texts import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP
 from .answers import descended, report_or_none, session_summary
 from .summary_text import print_dry_run, print_summary
 from ..core.search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
-from ..core.records import SessionStatus
+from ..core.engine import Bisection
+from ..core.probes import Backend
+from ..core.records import SessionResult, SessionStatus
 from ..core.session_lock import SessionLock
 
 STATUS_EXIT = {"found": EXIT_FOUND, "ambiguous": EXIT_AMBIGUOUS,
@@ -88,41 +91,38 @@ Examples:
 
 
 @cli.command(help=BISECT_HELP, epilog=epilog(EXIT_CODES_HELP, VERDICT_HELP, RELEASE_HELP))
-@options(*BISECTION)
+@asked_options(*BISECTION)
 @json_option
-@click.pass_context
-def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, repeat_policy,
-           **params):
-    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
-    opts = options_from(params)
-    settings = run_settings(ctx, jobs, repeat, repeat_policy, opts.retry_skips)
-    settings.max_skips = max_skips or None
-    events = lambda: make_events(jobs, quiet or as_json and not sys.stderr.isatty())  # noqa: E731
+def bisect(ctx: click.Context, asked: Asked, as_json: bool) -> int:
+    metric, opts, how = metric_from(asked), asked.question, asked.bisect
+    settings = run_settings(asked, ctx)
+    quiet = how.quiet or as_json and not sys.stderr.isatty()
     q = ask(opts, say)
-    for note in q.notes + jobs_notes(opts.backend_name, jobs):
+    for note in q.notes + jobs_notes(opts.backend_name, how.jobs):
         say(note)
-    if dry_run:
-        return _dry_run(q.bisection(settings, metric=metric, listing=False), q.backend,
-                        as_json)
+    if how.dry_run:
+        return _dry_run(q.bisection(settings, metric=metric, listing=False),
+                        q.backend_or_raise(), as_json)
     bis, before = q.bisection(settings, metric=metric), host_snapshot(q.recipe)
     with SessionLock(opts.state, bis.key, bis.predicted_session()[0]):
-        q.backend.prepare()
-        bis.events = events()
+        q.backend_or_raise().prepare()
+        bis.events = make_events(how.jobs, quiet)
         bis, result = _run(q, bis)
         summary, titles = session_summary(q, bis, result)
-        inside = branch_range(q.span.history, result.first_new) \
-            if result.status == "found" and not no_descend else None
-        if inside is not None:
-            say(f"the answer {result.first_new[:12]} is a merge: bisecting the branch it "
+        found = result.first_new if result.status == "found" else None
+        inside = branch_range(q.span_or_raise().history, found) \
+            if found and not how.no_descend else None
+        if found and inside is not None:
+            say(f"the answer {found[:12]} is a merge: bisecting the branch it "
                 "merged (--no-descend stops at the merge)")
             inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
             branch = inner.bisection(settings, metric=metric)
             try:
                 with SessionLock(opts.state, branch.key, branch.predicted_session()[0]):
-                    branch.events = events()
+                    branch.events = make_events(how.jobs, quiet)
                     summary, titles = descended(summary, titles, q, *_run(inner, branch), ctx)
             except BaseException:       # the same command resumes the outer session, then this
-                q.store.set_status(bis.session.id, SessionStatus.INTERRUPTED)
+                q.store.set_status(bis.sid, SessionStatus.INTERRUPTED)
                 raise
     for note in key_drift(before, bis.recipe):
         say(note)
@@ -135,7 +135,7 @@ def bisect(ctx, jobs, max_skips, as_json, quiet, dry_run, no_descend, repeat, re
     return STATUS_EXIT[summary["status"]]
 
 
-def _run(q, bis) -> tuple[Any, Any]:
+def _run(q: Question, bis: Bisection) -> tuple[Bisection, SessionResult]:
     try:
         return bis, bis.run()
     except KeyboardInterrupt:
@@ -148,7 +148,7 @@ def _run(q, bis) -> tuple[Any, Any]:
                         code=EXIT_INTERRUPTED, session=sid) from None
 
 
-def _dry_run(bis, backend, as_json: bool) -> int:
+def _dry_run(bis: Bisection, backend: Backend, as_json: bool) -> int:
     step = bis.peek()
     if not isinstance(step, list):
         return print_dry_run([], [], as_json, result=step.status.value)
@@ -157,17 +157,15 @@ def _dry_run(bis, backend, as_json: bool) -> int:
 
 
 @cli.command(epilog=epilog(VERDICT_HELP, RELEASE_HELP))
-@options(*BISECTION)
-@click.option("--brief", is_flag=True, help="Leave out the rendered build and test scripts.")
+@asked_options(*BISECTION)
+@option("brief")
 @json_option
-@click.pass_context
-def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry_run,
-         **params):
+def plan(ctx: click.Context, asked: Asked, brief: bool, as_json: bool) -> int:
     """Dry run: candidates, expected probes and rounds, the recipe and where it would run.
     Builds nothing and starts no container. Exits 2 when the candidates cannot be listed
     (after printing the rest). Takes a `bisect` command line as it is."""
-    metric = metric_from(ctx, params, jobs=jobs, repeat=repeat, repeat_policy=repeat_policy)
-    opts = options_from(params)
+    metric, opts = metric_from(asked), asked.question
+    jobs, repeat = asked.bisect.jobs, asked.run.repeat
     q = ask(opts, say, partial=True)
     out: dict[str, Any] = {"backend": opts.backend_name, "jobs": jobs, "repeat": repeat,
                            "endpoints": {}, "recipe": q.recipe.show(), "notes": q.notes,
@@ -177,28 +175,28 @@ def plan(ctx, jobs, brief, as_json, repeat, repeat_policy, max_skips, quiet, dry
         out["endpoints"][side] = {"label": ep.label, "kind": ep.kind, "rev": ep.rev,
                                   "image": ep.image,
                                   "release": ep.release.as_dict() if ep.release else None}
-    if q.span is None:
-        out.update(n_candidates=None,
-                   candidates_error=f"{q.span_error.message} ({q.span_error.hint})")
+    failed = q.span_error
+    if failed is not None:
+        out.update(n_candidates=None, candidates_error=f"{failed.message} ({failed.hint})")
     else:
-        n = len(q.span.candidates) - 1
-        titles = q.span.history.info([q.span.old, q.span.new])
+        span = q.span_or_raise()
+        n = len(span.candidates) - 1
+        titles = span.history.info([span.old, span.new])
         out.update(n_candidates=n, expected_rounds=expected_rounds(n + 1, jobs),
                    expected_probes=expected_probes(n + 1, jobs) * repeat,
-                   where=q.backend.describe(), tiers=_tier_plan(q, n + 1, jobs))
-        for side, sha in (("old", q.span.old), ("new", q.span.new)):
+                   where=q.backend_or_raise().describe(), tiers=_tier_plan(q, n + 1, jobs))
+        for side, sha in (("old", span.old), ("new", span.new)):
             out["endpoints"][side].update(commit=sha, title=titles[sha].title)
     if as_json:
         emit(out)
     else:
         _print_plan(out, brief)
-    if q.span is None:
-        raise UserError(f"cannot list the candidates: {q.span_error.message}",
-                        hint=q.span_error.hint)
+    if failed is not None:
+        raise UserError(f"cannot list the candidates: {failed.message}", hint=failed.hint)
     return 0
 
 
-def _tier_plan(q, n: int, jobs: int) -> list[dict[str, Any]]:
+def _tier_plan(q: Question, n: int, jobs: int) -> list[dict[str, Any]]:
     """The images first, when release mode probes them: which, and what they leave."""
     images = q.image_points()
     if not images:
@@ -264,43 +262,43 @@ def _indent(text: str | None) -> str:
 
 
 @cli.command(epilog=epilog(VERDICT_HELP))
-@options(*BISECTION)
-@click.option("--commit", required=True, help="The revision to build and test.")
+@asked_options(*BISECTION)
+@option("commit")
 @json_option
-@click.pass_context
-def probe(ctx, commit, repeat, repeat_policy, as_json, jobs, max_skips, quiet, dry_run,
-          **params):
+def probe(ctx: click.Context, asked: Asked, commit: str, as_json: bool) -> int:
     """Build and test one commit now, bypassing the result cache (and any kept build),
-    and exit with its verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line with --commit added
-    (--jobs and --max-skips have no effect on one probe); `bisect` prints the probe
-    commands that re-check its answer.
+    and exit with its verdict: 0 pass, 1 fail, 125 skip. Takes a `bisect` command line
+    with --commit added (--jobs and --max-skips have no effect on one probe); `bisect`
+    prints the probe commands that re-check its answer.
 
     With --metric NAME it measures instead: --runs-per-round runs, one at a time, each
     number printed, then their median and spread; exit 0 when every run gave a number,
     125 when none did, 1 otherwise."""
-    metric = metric_from(ctx, params, jobs=1, repeat=repeat, repeat_policy=repeat_policy)
-    if not (params["old"] or params["from_"]):
-        params.update(old=commit, new=commit)
-    opts = options_from(params)
+    if not (asked.params.get("old") or asked.params.get("from_")):
+        asked = asked.with_question(old=commit, new=commit)
+    metric = metric_from(replace(asked, bisect=replace(asked.bisect, jobs=1)))
+    opts = asked.question
     if opts.backend_name == "local":      # a re-check builds afresh, never a kept build
         opts = replace(opts, rebuild=True)
     sid = f"probe-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     q = ask(opts, say, commit=commit)
-    q.backend.prepare()
-    bis = q.bisection(Settings(repeat=repeat, policy=RepeatPolicy(repeat_policy)),
+    backend = q.backend_or_raise()
+    backend.prepare()
+    run = asked.run
+    bis = q.bisection(Settings(repeat=run.repeat, policy=RepeatPolicy(run.repeat_policy)),
                       metric=metric)
     first = bis.request(sid, 0, 0)
-    if dry_run:
-        return print_dry_run([first], q.backend.dry_run([first]), as_json)
+    if asked.bisect.dry_run:
+        return print_dry_run([first], backend.dry_run([first]), as_json)
     reqs = [first] if metric is None else [
         replace(first, run_key=str(k), log_dir=first.log_dir.parent / f"run-{k}")
         for k in range(metric.rule.block)]
     outcomes = []
     try:
         for req in reqs:      # one at a time: a measurement has the machine to itself
-            outcomes += [out for _, out in q.backend.run_round([req], lambda r, p: None)]
+            outcomes += [out for _, out in backend.run_round([req], lambda r, p: None)]
     except KeyboardInterrupt:
-        q.backend.cancel()
+        backend.cancel()
         raise
     if metric is not None:
         return print_measurement(first.commit, metric.name, outcomes, as_json)
@@ -328,7 +326,7 @@ install_help_sections(cli)
 _invocation: dict[str, Any] = {"args": [], "signal": None}
 
 
-def _on_signal(signum, frame):
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     _invocation["signal"] = signum
     raise KeyboardInterrupt
 

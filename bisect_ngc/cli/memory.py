@@ -1,28 +1,32 @@
 """`forget` and `gc`: correcting what a state directory remembers."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from .help_sections import RichCommand
 from .json_output import emit, json_option
 from ..core.store import Store
 from ..question.memory import collect, forget as forget_in
-from ..question.options import default_cache, default_state, option
+from ..question.flags import default_cache, default_state
+from ..question.options import option
 from .tracker import plural
 
 
 @click.command(cls=RichCommand)
 @option("state")
 @option("cache_dir")
-@click.option("--commit", metavar="SHA",
-              help="Forget everything about this commit (a sha or its first digits): every "
-                   "cached verdict, its probes in unfinished sessions, its kept builds.")
+@option("commit", required=False, metavar="SHA",
+        help="Forget everything about this commit (a sha or its first digits): every cached "
+             "verdict, its probes in unfinished sessions, its kept builds.")
 @option("session", help="Forget the cached verdicts this session (id or prefix) used or made, "
                         "and its probes if it is unfinished.", metavar="ID")
 @option("test", help="Forget every verdict cached under this --test command (exactly as the "
                      "bisection gave it).", metavar="CMD")
 @json_option
-def forget(state, cache_dir, commit, session, test, as_json):
+def forget(state: Path | None, cache_dir: Path | None, commit: str | None,
+           session: str | None, test: str | None, as_json: bool) -> int:
     """Drop remembered verdicts so that the next run probes them again.
 
     A cached verdict answers for a commit for good, as long as its build and test keys
@@ -58,7 +62,7 @@ def forget(state, cache_dir, commit, session, test, as_json):
 @option("state")
 @option("dry_run", help="List what would be removed; remove nothing.")
 @json_option
-def gc(state, dry_run, as_json):
+def gc(state: Path | None, dry_run: bool, as_json: bool) -> int:
     """Remove the probe worktrees that no running bisection holds.
 
     Worktrees stay after a session so that the next one of the same project checks out

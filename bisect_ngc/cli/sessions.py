@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .help_sections import RichCommand
 from .json_output import emit, json_option
 from ..core.records import SessionStatus, tally
-from ..question.options import default_state, option
+from ..question.flags import default_state
+from ..question.options import option
 from ..report.markdown import write_report
 from ..core.session_lock import SessionLock
 from ..core.store import Store
@@ -23,7 +25,7 @@ from .tracker import plural
               help="Where to write the markdown (default: STATE/reports/SESSION.md; '-': "
                    "stdout, the picture then in STATE/reports); the narrowing picture goes "
                    "next to it.")
-def report(state, session, output):
+def report(state: Path | None, session: str | None, output: Path | None) -> int:
     """Render a session's markdown report, finished or still running.
 
     The report says which commit changed the behaviour (with its PR), how sure that is
@@ -43,10 +45,10 @@ def report(state, session, output):
 @option("state")
 @option("session", help="Session id or prefix (default: all).")
 @json_option
-def status(state, session, as_json):
+def status(state: Path | None, session: str | None, as_json: bool) -> int:
     """Show the sessions in a state directory and where each stands."""
     store = Store(default_state(state), readonly=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rec in [store.find(session)] if session else store.sessions():
         running = rec.status is SessionStatus.RUNNING
         alive = running and SessionLock.held(store.root, rec.params.key)
@@ -77,7 +79,7 @@ def status(state, session, as_json):
 @option("state")
 @option("session")
 @json_option
-def log(state, session, as_json):
+def log(state: Path | None, session: str | None, as_json: bool) -> int:
     """Show the probe history of a session, in order."""
     store = Store(default_state(state), readonly=True)
     rec = store.find(session)

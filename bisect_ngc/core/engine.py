@@ -114,14 +114,14 @@ class Bisection:
             self._adopt(recipe, backend)
 
     @property
-    def _sid(self) -> str:
+    def sid(self) -> str:
         assert self.session is not None, "run() opens the session first"
         return self.session.id
 
     def _paired(self, found: Result) -> Result:
         """The last guard against a confident wrong answer (environments.paired)."""
         envs = {p.idx: Environment.from_dict(p.details.get("environment"))
-                for p in self.store.probes(self._sid)}
+                for p in self.store.probes(self.sid)}
         return paired(found, {i: e for i, e in envs.items() if e is not None})
 
     def _note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> None:
@@ -232,7 +232,7 @@ class Bisection:
             return
         for req, outcome, started in self.run_requests(requests):
             stop_if_needed(req, outcome)
-            rec = self._record(rnd, req, outcome, started)
+            rec = self.record(rnd, req, outcome, started)
             self.store.add_probe(sid, rec)
             self._remember([req.commit])
             if outcome.cacheable:
@@ -278,7 +278,7 @@ class Bisection:
                 return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
             verdicts.update({i: hit.verdict for i, hit in hits.items() if hit is not None})
 
-    def _record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
+    def record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:
         details = dict(out.details, tier=req.tier.value,
                        environment=req.environment(
@@ -301,7 +301,7 @@ class Bisection:
     def _skip_summary(self, found: Result) -> str:
         """Where the untestable commits lie and why they were skipped, most often."""
         cands = self.span.candidates
-        skipped = {p.commit: p.reason for p in self.store.probes(self._sid)
+        skipped = {p.commit: p.reason for p in self.store.probes(self.sid)
                    if p.verdict is Verdict.SKIP}
         reason, count = _most_common(list(skipped.values()))
         first, last = found.skipped[0], found.skipped[-1]
@@ -318,7 +318,7 @@ class Bisection:
         sha: Callable[[int | None], str | None] = lambda i: None if i is None else cands[i]
         reasons, explanation, components = {}, found.explanation, None
         if found.status.value == "invalid-endpoints":
-            by_idx = {p.idx: p for p in self.store.probes(self._sid)}
+            by_idx = {p.idx: p for p in self.store.probes(self.sid)}
             seen = []
             for side, i in (("old", 0), ("new", len(cands) - 1)):
                 p = by_idx.get(i)

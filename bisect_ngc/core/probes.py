@@ -185,6 +185,11 @@ class Backend(Protocol):
         list drops what had not started; done: the session needs no more images, so stop
         what is under way too, where the backend can."""
 
+    def submit_controller(self, session: str, argv: list[str], *, partition: str | None,
+                          time_limit: str) -> tuple[str, Path]:
+        """Submit `argv` (a whole bisection) as a batch job of its own, where the backend
+        has a scheduler: (job id, its output file); elsewhere a UserError says so."""
+
 
 class Cancelled(Exception):
     """The run was interrupted; the probe's outcome must not be recorded."""

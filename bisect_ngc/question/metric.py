@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
-
-import click
 
 from ..metric.comparator import Rule
 from ..errors import UserError
 from ..metric.measured import Metric
 from .options import OPTIONS
+from .rules import Asked
 
 # The options that only mean something with --metric.
 _WITH_METRIC = tuple(o.name for o in OPTIONS if o.group == "metric" and o.name != "metric")
@@ -30,14 +28,13 @@ def _fraction(text: str) -> float:
     return value / 100
 
 
-def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat: int,
-                repeat_policy: str) -> Metric | None:
+def metric_from(asked: Asked) -> Metric | None:
     """The Metric the options ask for, or None for pass/fail verdicts; bad combinations are
     one sentence each."""
-    name = params.get("metric")
+    raw, m, run = asked.params, asked.measure, asked.run    # before the question's checks
+    name = raw.get("metric")
     if name is None:
-        changed = [k for k in _WITH_METRIC
-                   if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
+        changed = [k for k in _WITH_METRIC if k in asked.given]
         if changed:
             flag = "--" + changed[0].replace("_", "-")
             raise UserError(f"{flag} only applies with --metric",
@@ -45,27 +42,25 @@ def metric_from(ctx: click.Context, params: dict[str, Any], *, jobs: int, repeat
         return None
     if not name.strip() or any(not part for part in name.split(".")):
         raise UserError(f"--metric {name!r} is not a key name", hint="e.g. --metric step_ms")
-    if repeat != 1 or repeat_policy != "any":
+    if run.repeat != 1 or run.repeat_policy != "any":
         raise UserError("--metric takes its runs from --runs-per-round and --max-runs; "
                         "--repeat and --repeat-policy are for pass/fail verdicts",
                         hint="drop --repeat/--repeat-policy")
-    if jobs != 1:
+    if asked.bisect.jobs != 1:
         raise UserError("--metric measures one commit at a time (interleaved runs on one "
                         "machine); --jobs must be 1", hint="drop --jobs")
-    if params["max_runs"] < params["runs_per_round"]:
+    if m.max_runs < m.runs_per_round:
         raise UserError("--max-runs must be at least --runs-per-round",
-                        hint=f"e.g. --max-runs {params['runs_per_round'] * 6}")
-    cmd = params.get("metric_cmd")
-    if cmd is not None:
-        if not params.get("test"):
+                        hint=f"e.g. --max-runs {m.runs_per_round * 6}")
+    if raw.get("metric_cmd") is not None:
+        if not raw.get("test"):
             raise UserError("--metric-cmd needs --test: it runs after each test run",
                             hint="e.g. --test './bench' --metric-cmd 'cat result.txt'")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name.strip()):
             raise UserError(f"--metric {name!r}: with --metric-cmd a name is letters, digits, "
                             "'_', '.' and '-'", hint="e.g. --metric step_ms")
-    rule = Rule(p=params["p_threshold"], min_change=_fraction(params["min_change"]),
-                block=params["runs_per_round"],
-                max_runs=params["max_runs"], lower_is_better=params["lower_is_better"])
+    rule = Rule(p=m.p_threshold, min_change=_fraction(m.min_change), block=m.runs_per_round,
+                max_runs=m.max_runs, lower_is_better=m.lower_is_better)
     return Metric(name.strip(), rule)
 
 

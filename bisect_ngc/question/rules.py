@@ -1,14 +1,67 @@
-"""What the question's options mean together: the checks that turn a bad combination into
-one sentence and a hint, and the checked Options of a command's click parameters."""
+"""What the options mean together: the checks that turn a bad combination into one
+sentence and a hint, the checked Options of a command's click parameters, and `Asked`:
+a whole bisect command line, typed, as `asked_options` hands it to a command."""
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
+
+import click
+from click.core import ParameterSource
 
 from ..errors import UserError
 from ..prebuilt.tiers import MAP_RULES
-from .options import ASKED, OPTIONS, Options, default_cache, default_state
+from .flags import default_cache, default_state
+from .options import (ASKED, BISECT, BISECTION, BY_NAME, MEASURE, OPTIONS, RUN, BisectOptions,
+                      MetricOptions, Options, RunOptions, options)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A bisect command line, typed: the question (checked when first read), how each
+    commit runs, how the bisection goes, --metric's settings, and which options were given
+    rather than left at their defaults."""
+
+    params: Mapping[str, Any]
+    run: RunOptions
+    bisect: BisectOptions
+    measure: MetricOptions
+    given: frozenset[str] = frozenset()
+
+    @cached_property
+    def question(self) -> Options:
+        return options_from(dict(self.params))
+
+    def with_question(self, **values: Any) -> "Asked":
+        """The same command line with these question options set (probe's --commit)."""
+        return replace(self, params={**self.params, **values})
+
+
+def asked_from(params: Mapping[str, Any], given: frozenset[str] = frozenset()) -> Asked:
+    def group(names: Mapping[str, Any], cls: Any) -> Any:
+        return cls(**{n: params[n] for n in names if n in params})
+    return Asked(params, group(RUN, RunOptions), group(BISECT, BisectOptions),
+                 group(MEASURE, MetricOptions), given)
+
+
+def asked_options(*groups: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Add these groups of options to a command, and hand it one typed `Asked` (after the
+    click context) instead of their values; the command's own options stay keywords."""
+    def wrap(f: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(f)
+        def callback(**values: Any) -> int:
+            ctx = click.get_current_context()
+            mine = {k: values.pop(k) for k in list(values)
+                    if k in BY_NAME and BY_NAME[k].group in BISECTION}
+            given = frozenset(k for k in mine if ctx.get_parameter_source(k)
+                              is not ParameterSource.DEFAULT)
+            return f(ctx, asked_from(mine, given), **values)
+        return options(*groups)(callback)
+    return wrap
 
 
 def options_from(params: dict[str, Any]) -> Options:

@@ -35,49 +35,14 @@ from .recipe import component, make_recipe, test_file_notes
 from ..core.recipes import Recipe, test_identity
 from ..attribution.components import Evidence, dist_unit
 from ..attribution.swap_probes import ImageSwaps
-from ..core.verification import DEFAULT_VERIFY
 from ..images.releases import Catalog, Endpoint, containing
 from ..core.search import RepeatPolicy
 from .options import BY_NAME, Options
+from .rules import Asked
 from ..core.store import Store
 from ..prebuilt.tiers import (PYTORCH_NIGHTLY, artifact_tier, image_tier, list_artifacts,
                               list_nightlies, nightly_tier)
 from ..prebuilt.wheel_overlay import Overlays
-
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0    found the first commit with the new behaviour
-  2    bad input (unknown release or revision, no Docker engine, state in
-       use, a test that exited 128 or above, ...)
-  3    invalid endpoints (both behave the same, or one cannot be tested;
-       with --metric: their numbers do not differ by --min-change)
-  4    ambiguous (untestable commits hide the transition; listed)
-  5    not in these commits: the images differ, but builds of their
-       commits in one base image do not (another part of the container)
-  130  interrupted (143 by SIGTERM, 129 by SIGHUP); the state is kept,
-       and the same command resumes
-"""
-
-VERDICT_HELP = """\b
-The test command follows `git bisect run`:
-  exit 0 = pass, 125 = cannot test (skip), 1-127 = fail;
-  128 and above or a signal (a crash) stops the bisection, as git does;
-  past --timeout = skip. A failed build is a skip too.
-It runs in a fresh worktree of each commit (a file git does not track is
-not there: name it by its absolute path), with BISECT_COMMIT,
-BISECT_WORKTREE and BISECT_ARTIFACTS set (in the container too, with
---backend docker, where the test also sees the build's artifacts).
-Passes, failures, exit-125 skips and failed builds are cached; other skips
-(timeouts, infrastructure errors) are probed again next time.
-"""
-
-RELEASE_HELP = """\b
-Release mode: --from and --to take an NGC release (24.09), an image
-(nvcr.io/nvidia/pytorch:24.09-py3) or a commit. The repository is PyTorch
-(--torch-repo), the base image is the older release's (--base-image), and
-each probe builds a wheel in that image and runs `python -m repro` on it
-in a fresh container with the GPUs.
-"""
 
 TIER_WORDS = {"image": ("image", "images"), "nightly": ("nightly wheel(s)", "nightlies"),
               "prebuilt": ("prebuilt artifact(s)", "prebuilt artifacts")}
@@ -178,12 +143,14 @@ class Question:
     artifact_root: Path | None = None     # the backend's artifact store
     notes: list[str] = field(default_factory=list)    # on what was chosen for the user
 
-    def _span(self) -> Range:
+    def span_or_raise(self) -> Range:
+        """The range; a partial question (plan's) that could not open one raises why."""
         if self.span is None:        # only a partial question (plan's) has none
             raise self.span_error or UserError("the range could not be opened")
         return self.span
 
-    def _backend(self) -> Backend:
+    def backend_or_raise(self) -> Backend:
+        """The backend; a partial question (plan's) that has none raises why."""
         if self.backend is None:
             raise self.span_error or UserError("no backend: the range could not be opened")
         return self.backend
@@ -199,17 +166,17 @@ class Question:
         indexes, artifact directories, downloads of their metadata) is its only I/O;
         without `listing` (--dry-run) only the catalog's images are used, and it says so."""
         if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
-            span = self._span()
-            return Bisection(self.store, span, self.recipe, self._backend(), settings,
+            span = self.span_or_raise()
+            return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
                              events=events, ships=self.ships, overlays=self.overlays(),
                              judge=MetricJudge(metric, span.candidates, settings))
         tiers = self.tiers(listing)
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
-        images = ImageEvidence(tiers, self._span().candidates, settings.jobs,
+        images = ImageEvidence(tiers, self.span_or_raise().candidates, settings.jobs,
                                swaps=self.swaps(tiers, settings),
                                rebase=self.rebased if follows else None) \
             if self.opts.release_mode else None
-        return Bisection(self.store, self._span(), self.recipe, self._backend(), settings,
+        return Bisection(self.store, self.span_or_raise(), self.recipe, self.backend_or_raise(), settings,
                          events=events, ships=self.ships, tiers=tiers,
                          overlays=self.overlays(), images=images)
 
@@ -220,7 +187,7 @@ class Question:
     def image_points(self) -> dict[int, str]:
         """The release images on the path, by candidate index (catalog only, no I/O)."""
         o = self.opts
-        if not o.release_mode or o.no_images or "image" not in self._backend().tiers:
+        if not o.release_mode or o.no_images or "image" not in self.backend_or_raise().tiers:
             return {}
         tier = self._tier("image")[0]
         return {i: s.label for i, s in tier.sources.items()}
@@ -230,16 +197,16 @@ class Question:
         releases that the images narrowed the range to."""
         opts = replace(self.opts, base_image=image)
         recipe, _ = make_recipe(opts, self.old)
-        setup = backend_setup(opts, self._span(), recipe, self.store, self.say)
+        setup = backend_setup(opts, self.span_or_raise(), recipe, self.store, self.say)
         again = replace(self, opts=opts, recipe=recipe,
                         backend=backends.create(opts.backend_name, setup))
-        return recipe, again._backend(), again.overlays()
+        return recipe, again.backend_or_raise(), again.overlays()
 
     def swaps(self, tiers: list[Tier], settings: Settings) -> ImageSwaps | None:
         """Swap probes between release images (Docker): whether PyTorch carries their
         difference, before any build, and which component does when it does not."""
         # A swap runs the images without --with companions: not the probes' environment.
-        engine = self._backend().containers() if any(t.name == "image" for t in tiers) and \
+        engine = self.backend_or_raise().containers() if any(t.name == "image" for t in tiers) and \
             not self.recipe.companions else None
         if engine is None:
             return None
@@ -258,12 +225,12 @@ class Question:
         r = self.recipe
         if self.opts.no_overlay or not r.overlay:
             return None
-        if "overlay" not in self._backend().tiers:
-            self.say(f"the {self._backend().name} backend cannot probe overlays (its builds are "
+        if "overlay" not in self.backend_or_raise().tiers:
+            self.say(f"the {self.backend_or_raise().name} backend cannot probe overlays (its builds are "
                      "not in the artifact store): every probe builds")
             return None
-        return Overlays(self._span().history, self._artifacts(),
-                        self._span().candidates, r.image or "", r.build_key(),
+        return Overlays(self.span_or_raise().history, self._artifacts(),
+                        self.span_or_raise().candidates, r.image or "", r.build_key(),
                         OverlayRule.parse(r.overlay), self.say)
 
     def tiers(self, listing: bool = True) -> list[Tier]:
@@ -278,9 +245,9 @@ class Question:
         else:
             asked = {"prebuilt": bool(o.artifacts)}
         wanted = [kind for kind, on in asked.items() if on]
-        missing = [kind for kind in wanted if kind not in self._backend().tiers]
+        missing = [kind for kind in wanted if kind not in self.backend_or_raise().tiers]
         if missing:
-            self.say(f"the {self._backend().name} backend cannot probe prebuilt "
+            self.say(f"the {self.backend_or_raise().name} backend cannot probe prebuilt "
                      f"{' or '.join(TIER_WORDS[k][1] for k in missing)}: those probes build")
         usable = [kind for kind in wanted if kind not in missing]
         unlisted = [kind for kind in usable if kind != "image" and not listing]
@@ -296,7 +263,7 @@ class Question:
                 (lambda rel: rel.te_commit) if part.name == "transformer_engine" else \
                 (lambda rel: "")
             assert self.catalog is not None, "images are release mode's"
-            return [image_tier(self._span(), self.catalog, self.old, self.new, commit_of)]
+            return [image_tier(self.span_or_raise(), self.catalog, self.old, self.new, commit_of)]
         o, rel = self.opts, self.old.release
         each, plural = TIER_WORDS[kind]
         store = self._artifacts()
@@ -305,9 +272,9 @@ class Question:
                 index = o.nightly_index or (PYTORCH_NIGHTLY.format(
                     cuda="cu" + "".join(rel.cuda.split(".")[:2])) if rel and rel.cuda else None)
                 found = list_nightlies(index, o.nightly_urls, rel.python if rel else None)
-                tier = nightly_tier(self._span(), found, store, self.say)
+                tier = nightly_tier(self.span_or_raise(), found, store, self.say)
             else:
-                tier = artifact_tier(self._span(), list_artifacts(o.artifacts or ""), o.artifact_map,
+                tier = artifact_tier(self.span_or_raise(), list_artifacts(o.artifacts or ""), o.artifact_map,
                                      store, self.say)
         except UserError as exc:
             self.say(f"{exc.message}; going on without {plural}")
@@ -320,7 +287,7 @@ class Question:
         """Catalog releases that do and do not contain sha (for the report)."""
         if self.catalog is None:         # another repository: no release ships its commits
             return []
-        rows = containing(self._span().history, sha, self.catalog)
+        rows = containing(self.span_or_raise().history, sha, self.catalog)
         return [dict(r, commit=r["commit"][:12]) for r in rows if r["contains"] != "unknown"]
 
 
@@ -392,8 +359,9 @@ def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ..
     return argv
 
 
-def run_settings(ctx: click.Context, jobs: int, repeat: int, repeat_policy: str,
-                 retry_skips: bool) -> Settings:
-    return Settings(jobs=jobs, repeat=repeat, policy=RepeatPolicy(repeat_policy),
-                    retry_skips=retry_skips, probe_argv=command_line(ctx),
-                    verify=ctx.params.get("verify", DEFAULT_VERIFY))
+def run_settings(asked: Asked, ctx: click.Context) -> Settings:
+    """How the engine runs this command line's bisection."""
+    run, bis = asked.run, asked.bisect
+    return Settings(jobs=bis.jobs, repeat=run.repeat, policy=RepeatPolicy(run.repeat_policy),
+                    retry_skips=asked.question.retry_skips, probe_argv=command_line(ctx),
+                    verify=run.verify, max_skips=bis.max_skips or None)

@@ -359,11 +359,12 @@ class SlurmBackend(RoundTasks):
         return ProbeOutcome(Verdict.SKIP, ENDED_WITHOUT_RESULT.get(
             state, f"job {state.lower()} without a result"), cacheable=False)
 
-    def submit_controller(self, sid: str, argv: list[str], *, partition: str | None,
+    def submit_controller(self, session: str, argv: list[str], *, partition: str | None,
                           time_limit: str) -> tuple[str, Path]:
         """Submit `argv` (a whole bisection) as a small CPU batch job; returns (job id,
         its output file)."""
-        script = write_controller(self.s, sid, argv, partition=partition or self.s.partition,
+        script = write_controller(self.s, session, argv,
+                                  partition=partition or self.s.partition,
                                   time_limit=time_limit)
         return self._sbatch(script, []), script.with_suffix(".out")
 
