@@ -20,132 +20,13 @@ import math
 import random
 import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bisect_ngc.metric import sequential as seq  # noqa: E402
 from bisect_ngc.metric.comparator import Rule  # noqa: E402
-from bisect_ngc.metric.segments import passes, plan  # noqa: E402
-from bisect_ngc.core.search import Result, Status, next_step  # noqa: E402
-
-Noise = Callable[[random.Random], float]
-
-
-def lognormal(sigma: float) -> Noise:
-    return lambda rng: rng.lognormvariate(0, sigma)
-
-
-def pareto(sigma: float) -> Noise:
-    """Mostly tight (sigma/4), and now and then much slower (a Pareto tail)."""
-    return lambda rng: rng.lognormvariate(0, sigma / 4) * (1 + sigma * (rng.paretovariate(2.5) - 1))
-
-
-def bimodal(sigma: float, gap: float = 0.10, upper: float = 0.5) -> Noise:
-    """Two clock states `gap` apart, a run in the upper one with probability `upper`."""
-    return lambda rng: rng.lognormvariate(0, sigma) * (1 + gap if rng.random() < upper else 1.0)
-
-
-def sticky(sigma: float, gap: float = 0.10, switch: float = 0.1) -> Noise:
-    """Two clock states `gap` apart that stick: the machine changes state before a run with
-    probability `switch`, so runs close in time share a state."""
-    state = [False]
-
-    def draw(rng: random.Random) -> float:
-        state[0] ^= rng.random() < switch
-        return rng.lognormvariate(0, sigma) * (1 + gap if state[0] else 1.0)
-    return draw
-
-
-@dataclass
-class Trial:
-    status: str
-    first_new: int | None
-    culprits: tuple[int, ...]
-    runs: int
-    named: tuple[int, ...] = ()       # every change found
-    phases: tuple[int, ...] = ()      # runs: PHASES, in that order
-
-    @property
-    def all_named(self) -> bool:
-        return self.status == "found" and set(self.named) == set(self.culprits)
-
-    @property
-    def right(self) -> bool:
-        return self.status == "found" and self.first_new in self.culprits
-
-    @property
-    def wrong(self) -> bool:
-        return self.status == "found" and not set(self.named) <= set(self.culprits)
-
-
-def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
-                rng: random.Random, drift: float = 0.0) -> Trial:
-    """One bisection; `changes`: culprit index -> relative change from there on (none: a
-    null history). `drift`: the machine's speed takes a lognormal step before each run."""
-    level = [math.prod(1 + c for k, c in changes.items() if i >= k) for i in range(n)]
-    samples: dict[int, list[tuple[int, float]]] = {}
-    attempts: dict[int, int] = {}
-    state = {"machine": 1.0, "round": 0, "runs": 0}
-    by = dict.fromkeys(PHASES, 0)
-
-    def run(i: int) -> None:
-        state["machine"] *= rng.lognormvariate(0, drift) if drift else 1.0
-        samples.setdefault(i, []).append(
-            (state["round"], state["machine"] * level[i] * noise(rng)))
-        attempts[i] = attempts.get(i, 0) + 1
-        state["runs"] += 1
-
-    def measure(asked: tuple[int, ...], verdicts, phase: str) -> None:
-        state["round"] += 1
-        for todo in passes(asked, verdicts, n, samples, attempts, rule):
-            for i in todo:
-                run(i)
-                by[phase if phase != "asked" or i in asked else "guards"] += 1
-
-    culprits = tuple(sorted(changes))
-    while True:
-        p = plan(n, samples, attempts, rule)
-        if p.more or p.step:
-            measure(p.more or p.step, p.verdicts,
-                    "asked" if p.step else "more" if by["asked"] else "endpoints")
-            continue
-        if p.result is None:
-            return Trial("exit-3", None, culprits, state["runs"], phases=tuple(by.values()))
-        first = p.result.first_new if p.result.status is Status.FOUND else None
-        return Trial(p.result.status.value, first, culprits, state["runs"],
-                     tuple(hi for _, hi in p.changes), tuple(by.values()))
-
-
-# Where a session's runs go: the endpoints until they differ; the commits the search asks
-# for; the drift guards of those rounds (the open interval's ends); every later round's
-# ("more": an undecided commit's runs, the answer's fresh check).
-PHASES = ("endpoints", "asked", "guards", "more")
-
-
-def oracle_runs(n: int, change: float, noise: Noise, rule: Rule, rng: random.Random,
-                culprit: int, states: seq.States | None = None) -> int:
-    """The same search with each commit decided by the same SPRT (the search's error rate)
-    against the two known distributions (their medians and noise known, two clock states
-    known where there are two, no endpoints to establish, no answer to check): the floor."""
-    draws = sorted(math.log(noise(rng)) for _ in range(4001))
-    mid = draws[2000]
-    s = seq.MAD_TO_SIGMA * statistics.median(abs(d - mid) for d in draws)
-    lo, hi = (0.0, math.log1p(change)) if states else (mid, mid + math.log1p(change))
-    verdicts, runs = {}, 0
-    from bisect_ngc.core.search import Verdict
-    verdicts[0], verdicts[n - 1] = Verdict.PASS, Verdict.FAIL
-    while not isinstance(step := next_step(n, verdicts), Result):
-        for i in step.indices:
-            total = 0.0
-            while abs(total) < seq.wald(rule.search_alpha):
-                x = math.log(noise(rng)) + (math.log1p(change) if i >= culprit else 0.0)
-                total += seq.mixed_llr(x, lo, hi, states) if states else seq.llr(x, lo, hi, s)
-                runs += 1
-            verdicts[i] = Verdict.FAIL if total > 0 else Verdict.PASS
-    return runs
-
+from tests.lib.metric_sim import (PHASES, bimodal, bisect_once, lognormal,  # noqa: E402
+                                  oracle_runs, pareto, sticky)
 
 ROWS = [   # (label, changes as fractions of n or absolute, noise, drift)
     ("5% change, 2% lognormal noise", [0.05], lognormal(0.02), 0.0),

@@ -11,45 +11,18 @@ pass, two states as often as possible. The commits lie 5% apart, as in the table
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import random
 import sys
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.metric_verdicts import bimodal, lognormal, pareto, sticky  # noqa: E402
-from bisect_ngc.metric import sequential as seq  # noqa: E402
+from tests.lib.metric_sim import bimodal, lognormal, pareto, seen, sticky  # noqa: E402
 
 KINDS = [("2% lognormal (one state)", lognormal(0.02)), ("Pareto (one state)", pareto(0.02)),
          ("bimodal, 10% apart", bimodal(0.02)), ("sticky, 10% apart", sticky(0.02)),
          ("lopsided, 15% of runs 6% slower", bimodal(0.003, 0.06, 0.15))]
 SHAPES = [(30, 30), (20, 20), (10, 10), (6, 6, 6, 6, 6)]
 PRICES = (2.0, 2.5, 3.0)
-
-
-@contextlib.contextmanager
-def at_price(price: float | None) -> Iterator[None]:
-    """seq.states at `price` (None: its own) inside, and as it was after."""
-    kept = seq.STATES_PRICE
-    seq.STATES_PRICE = kept if price is None else price
-    seq._states.cache_clear()           # its answers were found at another price
-    try:
-        yield
-    finally:
-        seq.STATES_PRICE = kept
-        seq._states.cache_clear()
-
-
-def seen(noise, shape: tuple[int, ...], tries: int, rng: random.Random,
-         price: float | None = None) -> float:
-    """The share of tries in which seq.states sees two states: commits 5% apart, each
-    measured as often as `shape` says; at `price`, else at seq.STATES_PRICE."""
-    with at_price(price):
-        return sum(seq.states([[math.log(noise(rng)) + 0.05 * j for _ in range(k)]
-                               for j, k in enumerate(shape)]) is not None
-                   for _ in range(tries)) / tries
 
 
 def main() -> int:

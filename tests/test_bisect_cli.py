@@ -16,21 +16,14 @@ from bisect_ngc.core.search import ceil_log, expected_rounds
 from bisect_ngc.core.store import Store
 
 from tests.lib.repos import BUILD, TEST, make_repo
+from tests.lib.repos import COUNTING_TEST, bisect_args
 
 # The test also appends the commit to a counter file, so executions can be counted.
-COUNTING_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST
 
 
 
-def bisect_args(repo, state, *extra, test=COUNTING_TEST, build=BUILD):
-    return ["bisect", "--repo", str(repo), "--old", "main~%d" % extra_len(repo), "--new", "main",
-            "--build", build, "--test", test, "--state", str(state), "--quiet", *extra]
 
 
-def extra_len(repo) -> int:
-    out = subprocess.run(["git", "rev-list", "--first-parent", "--count", "main"], cwd=repo,
-                         capture_output=True, text=True, check=True).stdout
-    return int(out) - 1
 
 
 @pytest.fixture

@@ -13,18 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.lib.companion_repos import repos  # noqa: F401 (a fixture)
 from tests.lib.companion_repos import (ABI_CHANGE, BROKEN, BUILD, NEW_FROM, TEST, WHEEL,
-                                        WITH_BUILD, commit, git, make_companion_repos)
+                                        WITH_BUILD, commit, git)
 
-from .test_docker_backend import IMAGE, PROBLEM, docker_client
+from tests.lib.docker_engine import IMAGE, PROBLEM, docker_client
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
 
 
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory):
-    """(torch repo, its shas oldest first, companion repo)."""
-    return make_companion_repos(tmp_path_factory.mktemp("companion-repos"))
 
 
 def bisect(run_cli, repos, tmp_path, *extra, test=TEST, state="st"):
@@ -153,8 +150,8 @@ def test_component_mode_bisects_the_component_between_two_images(tmp_path, run_c
     """--component kit: two release images ship kit 1.0+<old sha> and 1.1+<new sha>; the
     bisection runs over kit's commits, each built in the older image and installed over
     its kit, and names the commit that changed the behaviour."""
-    from .test_docker_backend import commit_image
-    from .test_tiers import catalog
+    from tests.lib.docker_engine import commit_image
+    from tests.lib.repos import catalog
     kit = tmp_path / "kit"
     kit.mkdir()
     git(kit, "init", "-q", "-b", "main")
@@ -276,7 +273,7 @@ def te_releases(run_cli, tmp_path, te, shas, releases, monkeypatch, *extra):
     """Release images with the TE stand-in's wheel at (tag, commit index, version), a
     catalog that knows their TE commits, and `bisect --component transformer_engine`
     from the first to the last, with the images removed afterwards."""
-    from .test_docker_backend import commit_image
+    from tests.lib.docker_engine import commit_image
     rows = []
     for tag, idx, version in releases:
         git(te, "checkout", "-q", shas[idx])

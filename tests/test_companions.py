@@ -109,7 +109,7 @@ def test_plan_shows_the_companions_and_te_runs_the_repro_through_te(tmp_path, ru
     resolves TE's revision (here a generated repository stands in for TE's URL), puts TE
     after the probed torch, and runs the repro with --impl te."""
     from tests.lib.repos import make_repo
-    from tests.test_tiers import catalog
+    from tests.lib.repos import catalog
     shas = make_repo(tmp_path / "pytorch", 10, 5)
     te = make_repo(tmp_path / "te", 3, 1)
     monkeypatch.setitem(PRESETS, "transformer_engine",

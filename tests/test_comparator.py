@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, oracle_runs, pareto
+from tests.lib.metric_sim import bimodal, bisect_once, lognormal, oracle_runs, pareto
 from bisect_ngc.metric import sequential as seq
 from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, drift, endpoints,
                                           judge, looks, settled)

@@ -22,60 +22,21 @@ from bisect_ngc.core.store import Store
 from tests.lib.repos import (BUILD, CEXT_BUILD, CEXT_TEST, MIXED_BUILD, MIXED_RULE, MIXED_TEST,
                               TEST, make_cext_repo, make_mixed_repo, make_pytorch_shaped_repo,
                               make_repo)
-
-IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
-
-
-def _engine_problem() -> str | None:
-    try:
-        import docker
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        return f"no Docker engine reachable ({exc.__class__.__name__}); run scripts/docker-up.sh"
-    try:
-        client.images.get(IMAGE)
-    except Exception:  # noqa: BLE001
-        return f"test image {IMAGE} is missing; run scripts/docker-up.sh"
-    return None
+from tests.lib.docker_engine import IMAGE, PROBLEM, containers, docker_client, docker_errors
 
 
-PROBLEM = _engine_problem()
+
+
+
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
 
 
-def docker_client():
-    import docker
-    return docker.from_env()
 
 
-def docker_errors():
-    import docker.errors
-    return docker.errors
 
 
-def commit_image(base: str, script: str, repository: str, tag: str, *,
-                 volumes: list[str] | None = None, changes: list[str] | None = None) -> None:
-    """A new image: `script` run in a container of `base`, committed as repository:tag."""
-    box = docker_client().containers.create(base, ["/bin/sh", "-c", script],
-                                            volumes=volumes or [])
-    try:
-        box.start()
-        assert box.wait()["StatusCode"] == 0, box.logs().decode()
-        box.commit(repository=repository, tag=tag, changes=changes or [])
-    finally:
-        box.remove(force=True)
 
 
-def containers(label: str) -> list:
-    """The containers with this label. The SDK inspects each one it lists: one removed in
-    between (a probe ending) is listed again."""
-    for _ in range(20):
-        try:
-            return docker_client().containers.list(all=True, filters={"label": label})
-        except docker_errors().NotFound:
-            time.sleep(0.05)
-    return docker_client().containers.list(all=True, filters={"label": label})
 
 
 
@@ -356,7 +317,7 @@ def test_a_docker_failure_in_one_probe_is_a_skip_and_the_bisection_goes_on(tmp_p
 
 
 def test_a_build_made_by_docker_is_reused_by_slurm(tmp_path, run_cli):
-    from .test_slurm_backend import PROBLEM as SLURM_PROBLEM
+    from tests.lib.slurm_cluster import PROBLEM as SLURM_PROBLEM
     if SLURM_PROBLEM:
         pytest.skip(SLURM_PROBLEM)
     shas = make_repo(tmp_path / "r", 12, 7)

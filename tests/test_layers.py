@@ -169,3 +169,21 @@ def test_the_readme_table_of_packages_is_the_floor_plan():
         cell = set(re.findall(r"`(\w+)`", allowed))
         table[pkg] = set(PACKAGES) - {pkg} - cell if "everything" in allowed else cell
     assert table == {p: ALLOWED[p] - {p} for p in PACKAGES}
+
+
+def test_tests_share_helpers_through_tests_lib_alone():
+    """A test imports no benchmark and no other test module: what several share lives in
+    tests/lib/ (benchmarks may import tests/lib too)."""
+    tests = PKG.parent / "tests"
+    wrong = []
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                name = ("." * node.level) + (node.module or "")
+                if name.startswith(("benchmarks", ".test_", "tests.test_")) or \
+                        ".test_" in name or (node.level and not node.module):
+                    wrong.append(f"{path.relative_to(tests)}: from {name} import ...")
+            elif isinstance(node, ast.Import):
+                wrong += [f"{path.relative_to(tests)}: import {a.name}" for a in node.names
+                          if a.name.startswith("benchmarks")]
+    assert not wrong, wrong

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.metric_verdicts import bimodal, bisect_once, lognormal, sticky
-from benchmarks.states_price import at_price, seen
+from tests.lib.metric_sim import bimodal, bisect_once, lognormal, sticky
+from tests.lib.metric_sim import at_price, seen
 from bisect_ngc.metric import sequential as seq
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.metric.comparator import Call, Rule, endpoints
 from bisect_ngc.metric.confirmation import fresh_call, pair
-from tests.test_segments import _confirm_pair
+from tests.lib.metric_sim import confirm_pair
 
 
 def test_a_commit_measured_in_one_spell_differs_from_its_neighbour_only_as_taken():
@@ -72,7 +72,7 @@ def test_fresh_runs_outweigh_the_share_of_wild_runs():
                27: [(4, 1.0466), (5, 1.0484)],
                31: [(1, 1.0506), (1, 1.0496), (1, 1.0492), (1, 1.0496), (1, 1.0505), (2, 1.0540),
                     (3, 1.0506), (4, 1.0514)]}
-    more = _confirm_pair(24, 25, samples)
+    more = confirm_pair(24, 25, samples)
     assert isinstance(more, tuple) and 25 in more, more
 
 
@@ -97,7 +97,7 @@ def test_the_pair_s_direction_is_the_endpoints_on_all_their_runs():
         31: _pct([1] * 5 + [2] * 5 + [3] * 5 + [4] * 3 + [5],
                  [6.3, 5.9, 7.5, 12.1, 15.6, 1.9, 4.2, 3.9, 2.1, 4.8, 5.4, 7.8, 5.7, 7.0, 11.2,
                   6.7, 2.9, 3.2, 3.5])}
-    assert _confirm_pair(0, 1, samples) == (0, 1)
+    assert confirm_pair(0, 1, samples) == (0, 1)
 
 
 def test_a_pair_s_differences_are_trimmed_pass_by_pass():

@@ -129,7 +129,7 @@ def test_companions_change_the_test_key_and_keep_release_mode_off_swaps(tmp_path
     """--with is part of what decides a verdict; and with companions, release mode does
     not swap PyTorch between images, which would run them without the companions."""
     from bisect_ngc.core.inputs import Tier
-    from .test_tiers import catalog
+    from tests.lib.repos import catalog
     shas = make_repo(tmp_path / "pytorch", 12, 6)
     comp = make_repo(tmp_path / "comp", 3, 1)
     monkeypatch.setenv("BISECT_NGC_CATALOG",

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.metric_verdicts import bisect_once, lognormal
+from tests.lib.metric_sim import bisect_once, confirm_pair, lognormal
 from bisect_ngc.metric.comparator import Rule
 
 
@@ -74,22 +74,12 @@ def test_clock_states_that_stick_name_no_wrong_commit():
     """Two clock states 10% apart, the machine switching before 1 run in 10: 3 of the
     first 30 sessions of the benchmark's row named a wrong commit when pairs were compared
     round by round."""
-    from benchmarks.metric_verdicts import sticky
+    from tests.lib.metric_sim import sticky
     rng, noise = random.Random(1), sticky(0.02)
     for _ in range(30):
         at = rng.randrange(1, 32)
         t = bisect_once(32, {at: 0.05}, noise, Rule(), rng)
         assert not t.wrong, t
-
-
-def _confirm_pair(lo: int, hi: int, samples):
-    """confirm() of the pair (lo, hi), every commit up to lo called like old, the rest new."""
-    from bisect_ngc.core.search import Result, Status, Verdict
-    from bisect_ngc.metric.confirmation import confirm
-    verdicts = {i: Verdict.PASS if i <= lo else Verdict.FAIL for i in samples}
-    attempts = {i: len(s) for i, s in samples.items()}
-    return confirm(Result(Status.FOUND, last_old=lo, first_new=hi), samples, attempts, Rule(),
-                   verdicts)
 
 
 def test_on_a_machine_with_wild_runs_an_answer_s_commit_needs_two_fresh_runs():
@@ -105,7 +95,7 @@ def test_on_a_machine_with_wild_runs_an_answer_s_commit_needs_two_fresh_runs():
                31: [(1, 1.0513), (1, 1.0496), (1, 1.0423), (1, 1.11), (1, 1.0496), (2, 1.1156),
                     (2, 1.0472), (2, 1.0449), (2, 1.0459), (2, 1.0504), (3, 1.0476),
                     (3, 1.048), (4, 1.0515), (5, 1.0471), (6, 1.111), (7, 1.0506)]}
-    more = _confirm_pair(27, 28, samples)
+    more = confirm_pair(27, 28, samples)
     assert isinstance(more, tuple) and 28 in more, more
 
 
@@ -120,14 +110,14 @@ def test_an_answer_s_commit_off_its_side_s_level_needs_two_fresh_runs():
                15: [(2, 1.0473), (3, 1.0509), (4, 1.0517), (5, 1.0529)],
                31: [(1, 1.0499), (1, 1.0554), (1, 1.0447), (1, 1.0561), (1, 1.0526),
                     (2, 1.0486)]}
-    more = _confirm_pair(12, 13, samples)
+    more = confirm_pair(12, 13, samples)
     assert isinstance(more, tuple) and 13 in more, more
 
 
 @pytest.mark.slow
 def test_a_minority_clock_state_as_far_off_as_the_change_names_no_wrong_commit():
     """The benchmark's lopsided row, its first 40 sessions (2 named a wrong commit)."""
-    from benchmarks.metric_verdicts import bimodal
+    from tests.lib.metric_sim import bimodal
     rng, noise = random.Random(1), bimodal(0.003, 0.06, 0.15)
     for _ in range(40):
         t = bisect_once(32, {rng.sample(range(1, 32), 1)[0]: 0.05}, noise, Rule(), rng)
@@ -333,7 +323,7 @@ def test_a_commit_that_sits_out_a_pass_sits_out_the_round(seed):
     """confirmation.passes numbers a commit's runs by their count within the round: a
     commit back after a pass away would be compared with its pair's runs of another pass
     (a guard, mostly, while a minority clock state makes the probe lean both ways)."""
-    from benchmarks.metric_verdicts import bimodal
+    from tests.lib.metric_sim import bimodal
     rng, rule, n = random.Random(seed), Rule(block=3, max_runs=10), 8
     noise, at = bimodal(0.003, 0.05, 0.15), rng.randrange(1, n)
     samples: dict[int, list[tuple[int, float]]] = {}

@@ -22,8 +22,8 @@ from bisect_ngc.core.search import ceil_log
 from bisect_ngc.core.store import Store
 
 from tests.lib.repos import make_repo
-from tests.test_companion_builds import repos as repos_fixture
-from tests.test_slurm_backend import (PROBLEM as SLURM_PROBLEM, kill_after_two_rounds_and_rerun,
+from tests.lib.companion_repos import repos as repos_fixture
+from tests.lib.slurm_cluster import (PROBLEM as SLURM_PROBLEM, kill_after_two_rounds_and_rerun,
                                       my_jobs, submitted_tests)
 
 IMAGE = os.environ.get("BISECT_NGC_TEST_IMAGE", "bisect-ngc-test/debian-build:bookworm-git")
@@ -185,9 +185,9 @@ def test_release_mode_names_the_component_with_swap_jobs(tmp_path, run_cli, monk
     engine). The image probes, the PyTorch swap and attribution's swaps are test-only jobs
     that run in the squashfs; no commit is named and nothing is built."""
     import math
-    from .test_components import build_image
-    from .test_docker_backend import docker_client
-    from .test_tiers import catalog
+    from tests.lib.component_images import build_image
+    from tests.lib.docker_engine import docker_client
+    from tests.lib.repos import catalog
     shas = make_repo(tmp_path / "pytorch", 30, 29)
     monkeypatch.setenv("BISECT_NGC_CATALOG",
                        str(catalog(tmp_path, [("91.01", shas[5]), ("91.02", shas[20])])))

@@ -14,23 +14,17 @@ from pathlib import Path
 import pytest
 
 from tests.lib.repos import make_repo
+from tests.lib.repos import catalog
 from bisect_ngc.core.store import Store
 from bisect_ngc.prebuilt.tiers import parse_index
 
-from .test_docker_backend import IMAGE, PROBLEM, commit_image, docker_client
+from tests.lib.docker_engine import IMAGE, PROBLEM, commit_image, docker_client
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
 
 AS_IS_TEST = 'test "$(cat behaviour)" = old'   # reads the checked-out commit, as an image would
 
 
-def catalog(tmp_path: Path, rows: list[tuple[str, str]]) -> Path:
-    path = tmp_path / "catalog.tsv"
-    path.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
-                    "transformer_engine\tte_verified\tpython\tubuntu\n" +
-                    "".join(f"{r}\t2.9.0a0+{c[:10]}\t{c}\tV1\t12.9\tU\t2.0\tU\t\t24.04\n"
-                            for r, c in rows))
-    return path
 
 
 @pytest.fixture

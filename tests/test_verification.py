@@ -12,7 +12,7 @@ from tests.lib.repos import TEST, make_repo
 from bisect_ngc.core.search import Result, Status, Verdict
 from bisect_ngc.core.verification import claims, next_round, settle
 
-from .test_bisect_cli import bisect_args
+from tests.lib.repos import bisect_args
 
 P, F, S = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
 FOUND = Result(Status.FOUND, first_new=7, last_old=6, candidates=(7,), old_outcome=P,

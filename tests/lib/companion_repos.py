@@ -14,6 +14,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import pytest
+
 N, ABI_CHANGE, NEW_FROM, BROKEN = 24, 8, 15, {11}
 
 def wheel(out: Path, name: str, version: str, files: dict[str, bytes],
@@ -111,3 +113,9 @@ def make_companion_repos(root: Path) -> tuple[Path, list[str], Path]:
            "companion 1.0")
     git(comp, "tag", "v1.0")
     return torch, shas, comp
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    """(torch repo, its shas oldest first, companion repo)."""
+    return make_companion_repos(tmp_path_factory.mktemp("companion-repos"))

@@ -343,3 +343,28 @@ def make_pytorch_shaped_repo(path: Path, *, commits: int = 2000, files: int = 20
     shas = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "main"], cwd=path,
                           check=True, capture_output=True, text=True).stdout.split()
     return {"shas": shas, "subs": subs, "sub_shas": sub_shas, "missing": missing_at}
+
+
+def catalog(tmp_path: Path, rows: list[tuple[str, str]]) -> Path:
+    """A release catalog (BISECT_NGC_CATALOG) whose releases ship these commits."""
+    path = tmp_path / "catalog.tsv"
+    path.write_text("release\ttorch_version\ttorch_commit\ttorch_verified\tcuda\tcuda_verified\t"
+                    "transformer_engine\tte_verified\tpython\tubuntu\n" +
+                    "".join(f"{r}\t2.9.0a0+{c[:10]}\t{c}\tV1\t12.9\tU\t2.0\tU\t\t24.04\n"
+                            for r, c in rows))
+    return path
+
+
+# The test also appends the commit to a counter file, so executions can be counted.
+COUNTING_TEST = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ' + TEST
+
+
+def bisect_args(repo, state, *extra, test=COUNTING_TEST, build=BUILD):
+    return ["bisect", "--repo", str(repo), "--old", "main~%d" % extra_len(repo), "--new", "main",
+            "--build", build, "--test", test, "--state", str(state), "--quiet", *extra]
+
+
+def extra_len(repo) -> int:
+    out = subprocess.run(["git", "rev-list", "--first-parent", "--count", "main"], cwd=repo,
+                         capture_output=True, text=True, check=True).stdout
+    return int(out) - 1
