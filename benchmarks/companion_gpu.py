@@ -1,6 +1,6 @@
 """The repro under `--with`, on a GPU: the test that the Docker and Slurm backends render
 for a companion (bisect_ngc.companions.install_prelude), run by a real shell, with the TE
-stand-in (tests/te_standin) packed as a wheel in place of a TE build, and the repro
+stand-in (tests/repro/te_standin) packed as a wheel in place of a TE build, and the repro
 graphing through it (`--impl te`, which release mode adds for a TE companion).
 
     python -m benchmarks.companion_gpu [OUT_DIR]
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def standin_wheel(out: Path, broken: bool = False) -> Path:
-    """tests/te_standin as transformer_engine-2.6.0 (broken: its import raises)."""
+    """tests/repro/te_standin as transformer_engine-2.6.0 (broken: its import raises)."""
     files = {str(p.relative_to(ROOT / "tests" / "te_standin")): p.read_bytes()
              for p in (ROOT / "tests" / "te_standin").rglob("*.py")}
     if broken:

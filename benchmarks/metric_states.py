@@ -5,7 +5,7 @@ side: states 5% apart and a 5% change (either way), at 0.3-0.5% noise. *sticky*:
 machine switches state before 1 run in 10; *sticky, uneven*: it enters the slow state
 before 1 run in 20 and leaves it before 3 in 10; *random 15%*: each run is slow with
 probability 0.15. Each session has its own seed, crc32(scenario) * 1000 + trial (the
-sessions tests/test_metric_states.py replays), and runs as benchmarks.metric_verdicts
+sessions tests/metric/test_states.py replays), and runs as benchmarks.metric_verdicts
 runs them. Prints found, ambiguous, exit 3, wrong and the median runs per scenario.
 """
 from __future__ import annotations

@@ -7,11 +7,11 @@ mkdir -p "$DEST"
 F=$DEST/repro_runs.jsonl
 : > "$F"
 ONLY=${1:-}     # a regular expression: run only the rows whose label matches
-run() {  # run LABEL ARGS...   (STANDIN=1 run ...: --impl te against tests/te_standin)
+run() {  # run LABEL ARGS...   (STANDIN=1 run ...: --impl te against tests/repro/te_standin)
   local label=$1; shift
   [[ -n $ONLY && ! $label =~ $ONLY ]] && return 0
   local t0 t1 line rc path=${PYTHONPATH:-}
-  [ "${STANDIN:-}" = 1 ] && path=tests/te_standin${path:+:$path}
+  [ "${STANDIN:-}" = 1 ] && path=tests/repro/te_standin${path:+:$path}
   t0=$(date +%s.%N)
   PYTHONPATH=$path python -m repro "$@" >"$DEST/.stdout" 2>"$DEST/.stderr"; rc=$?
   line=$(tail -n 1 "$DEST/.stdout")

@@ -9,8 +9,8 @@ n=${1:-50}
 for _ in $(seq "$(nproc)"); do python3 -c 'while True: pass' & done
 trap 'kill $(jobs -p) 2>/dev/null' EXIT
 for i in $(seq 1 "$n"); do
-  if ! out=$(.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_build_trees.py \
-      tests/test_docker_backend.py -k "kept_build_tree or unbuildable or same_second or \
+  if ! out=$(.venv/bin/python -m pytest -q -p no:cacheprovider tests/vcs/test_build_trees.py \
+      tests/e2e/test_docker_backend.py -k "kept_build_tree or unbuildable or same_second or \
 ahead_of or settle or newest" 2>&1); then
     echo "run $i failed:"; echo "$out"; exit 1
   fi

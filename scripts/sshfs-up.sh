@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real network filesystem for the tests: sshfs (FUSE over SFTP) of a local directory,
 # served by an sshd on 127.0.0.1, mounted at $MNT. The state tests put a --state there
-# (tests/test_memory.py), where the store must take SQLite's rollback journal. Idempotent.
+# (tests/question/test_memory.py), where the store must take SQLite's rollback journal. Idempotent.
 #   scripts/sshfs-up.sh          install if needed, start sshd, mount
 #   scripts/sshfs-up.sh stop     unmount and stop the sshd this script started
 set -euo pipefail

@@ -5,7 +5,7 @@ an OCI image config (the JSON blob a registry serves) in, facts out.
 
 Every variable and label it understands is in COMPONENTS; any other `*_VERSION` variable
 still shows, under its own name, so an image that is not NGC's diffs too. The forms are
-those NGC's images write (tests/test_image_config.py): four-part CUDA versions, `+cuda12.2`
+those NGC's images write (tests/images/test_image_config.py): four-part CUDA versions, `+cuda12.2`
 suffixes, torch's `2.5.0a0+b465a5843b` with 7 or 10 hex digits of the upstream commit,
 `+git<hash>`, Transformer Engine's major.minor, `rc` with no separator, empty values."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The internals of oras-py that registry.py relies on, in one place. oras has no public
 way to give a client one login table, to read a login it loaded, or to send one request
 without its retry loop (minutes of sleeps on any error); these are those ways.
-tests/test_oras_seam.py fails when an oras release changes any of them (pinned <0.3)."""
+tests/images/test_oras_seam.py fails when an oras release changes any of them (pinned <0.3)."""
 from __future__ import annotations
 
 from typing import Any

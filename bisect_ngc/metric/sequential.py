@@ -278,7 +278,7 @@ def _states(groups: tuple[tuple[float, ...], ...]) -> States | None:
     normal state passes all that in about 1 in 100 tries of five commits of six runs,
     never in 400 of two of thirty; two states 10% apart at 2% noise, in 96 of 100 tries
     of two commits of thirty (88 at 3 log(runs)): benchmarks/states_price.py. Real
-    timings of two commits of eight on a CPU pass too (tests/test_metric_states.py):
+    timings of two commits of eight on a CPU pass too (tests/metric/test_states.py):
     see fold_pair."""
     gs = [list(g) for g in groups if len(g) >= STATES_GROUP]
     n = sum(len(g) for g in gs)

@@ -1,6 +1,6 @@
 """The words a user reads, pinned: `--help` of every command, the one-sentence errors and
 `plan --brief`. A changed word fails with a diff; after a change on purpose, regenerate
-with `pytest tests/test_text_snapshots.py --snapshot-update` and read the diff."""
+with `pytest tests/cli/test_help.py --snapshot-update` and read the diff."""
 from __future__ import annotations
 
 import click

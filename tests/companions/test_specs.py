@@ -1,6 +1,6 @@
 """--with SPEC: what each form parses to, what the presets render, and the one-sentence
 errors. The builds themselves run on the real Docker engine in
-tests/test_companion_builds.py."""
+tests/e2e/test_companion_builds.py."""
 from __future__ import annotations
 
 import shlex

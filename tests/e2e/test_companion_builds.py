@@ -2,7 +2,7 @@
 repositories of tests/lib/companion_repos.py (a torch stand-in whose compiled ABI
 changes at a known commit, and a companion that compiles against its headers and refuses
 another ABI on import), built into wheels inside the test image. Not proven here: a
-real TE build (CUDA toolkit and cuDNN headers), which tests/test_companions.py covers
+real TE build (CUDA toolkit and cuDNN headers), which tests/companions/test_specs.py covers
 only as rendered text.
 """
 from __future__ import annotations

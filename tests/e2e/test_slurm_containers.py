@@ -181,7 +181,7 @@ def test_a_missing_local_image_is_a_clear_error(tmp_path, run_cli):
 def test_release_mode_names_the_component_with_swap_jobs(tmp_path, run_cli, monkeypatch,
                                                          runtime):
     """Case A of issue 21 on the cluster: two release images that differ outside PyTorch
-    (the generated pair of tests/test_components.py, imported by enroot from the local
+    (the generated pair of tests/e2e/test_components.py, imported by enroot from the local
     engine). The image probes, the PyTorch swap and attribution's swaps are test-only jobs
     that run in the squashfs; no commit is named and nothing is built."""
     import math
@@ -227,7 +227,7 @@ repos = repos_fixture          # the generated torch stand-in and companion, a f
 
 def test_companions_are_built_as_build_jobs_into_the_shared_store(tmp_path, run_cli, repos):
     """--with on the cluster (issue 23): the generated torch stand-in and companion of
-    tests/test_companion_builds.py; the companion is built by the build array against each
+    tests/e2e/test_companion_builds.py; the companion is built by the build array against each
     probed torch, in the image, into the shared store; a second question reuses both."""
     from tests.lib.companion_repos import BROKEN, BUILD, NEW_FROM, TEST as CTEST, WITH_BUILD
     torch, shas, comp = repos

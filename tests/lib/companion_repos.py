@@ -3,7 +3,7 @@
 commits in BROKEN mark their headers broken), and a "companion" whose build compiles an
 extension against the installed torch's `abi.h` and whose import refuses a torch of
 another ABI, as TE's does. Both build wheels with the Python standard library and gcc.
-Used by tests/test_companion_builds.py, tests/test_slurm_containers.py and
+Used by tests/e2e/test_companion_builds.py, tests/e2e/test_slurm_containers.py and
 benchmarks/companions.py."""
 from __future__ import annotations
 

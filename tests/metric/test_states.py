@@ -167,7 +167,7 @@ def test_a_second_state_as_far_off_as_the_change_names_no_wrong_commit(seed, n, 
 
 @pytest.mark.parametrize("price", [2.0, 2.5, 3.0])
 def test_real_timings_of_two_commits_do_not_differ_by_the_gap_a_fold_reads(price):
-    """A null history in CI (tests/test_metric_cli.py::test_null_histories_name_no_culprit,
+    """A null history in CI (tests/cli/test_metric.py::test_null_histories_name_no_culprit,
     seed 8): the same work timed on the CPU, the endpoints' first 8 runs each. From a
     price of 2.5 log(runs) down, seq.states sees two states 5% apart in them; folded, new's
     lower runs sat on old's upper ones, the sides lay 6.2% apart, a gap and more, and the

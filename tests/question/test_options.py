@@ -17,7 +17,7 @@ from bisect_ngc.question.options import BISECTION, OPTIONS, Options, options
 from bisect_ngc.question.recipe import asked_test
 from bisect_ngc.question.rules import asked_options, options_from
 
-PKG = Path(__file__).resolve().parents[1] / "bisect_ngc"
+PKG = Path(__file__).resolve().parents[2] / "bisect_ngc"
 
 
 def _declared_flags(tree: ast.AST) -> set[str]:

@@ -1,7 +1,7 @@
 """The repro's capture on the CPU: Megatron's 1F1B order, TE's callable layout, the inputs
 TE reuses, and `--impl te` called as Megatron calls it (against a stand-in of TE 2.6-2.12
 that makes TE's argument checks: TE cannot be installed here). The captures themselves
-run on the GPU: tests/test_repro_gpu.py."""
+run on the GPU: tests/repro/test_gpu.py."""
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,5 @@
 """The repro's verdicts on a real GPU. Skipped without CUDA; run on the device with
-`python -m pytest tests/test_repro_gpu.py` (see BENCHMARKS.md for the recorded runs)."""
+`python -m pytest tests/repro/test_gpu.py` (see BENCHMARKS.md for the recorded runs)."""
 from __future__ import annotations
 
 import json
@@ -13,13 +13,13 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs PyTorch with CUDA")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU: run on the device machine")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def repro(*args, standin: bool = False):
     env = dict(os.environ)
-    if standin:      # TE cannot be installed here: its stand-in (tests/te_standin/README.md)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests" / "te_standin"),
+    if standin:      # TE cannot be installed here: its stand-in (tests/repro/te_standin/README.md)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests" / "repro" / "te_standin"),
                                                           env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-m", "repro", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env=env)

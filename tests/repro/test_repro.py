@@ -1,6 +1,6 @@
 """The repro on the CPU: flags, the verdict classifier, the JSON line, no-CUDA exit 125.
 
-The GPU verdicts themselves are in tests/test_repro_gpu.py (skipped here, run on the
+The GPU verdicts themselves are in tests/repro/test_gpu.py (skipped here, run on the
 device: see BENCHMARKS.md).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from repro import verdict as V
 from repro.run import parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 has_torch = shutil.which("python3") and subprocess.run(
     [sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 needs_torch = pytest.mark.skipif(not has_torch, reason="PyTorch is not installed (scripts/test.sh "
