@@ -1,6 +1,13 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# Property tests: their own example counts in CI; few in the one-minute loop
+# (HYPOTHESIS_PROFILE=dev, set by `scripts/test.sh --fast`; tests/lib/properties.py).
+settings.register_profile("ci", deadline=None)
+settings.register_profile("dev", max_examples=10, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from bisect_ngc.cli.main import main
 from tests.lib.slurm_cluster import cancel_jobs_under

@@ -187,3 +187,13 @@ def test_tests_share_helpers_through_tests_lib_alone():
                 wrong += [f"{path.relative_to(tests)}: import {a.name}" for a in node.names
                           if a.name.startswith("benchmarks")]
     assert not wrong, wrong
+
+
+def test_the_tests_mirror_the_packages():
+    """`ls tests/` answers "where are the tests for X?": a folder per package, each test
+    file inside named for a module of it, a suite, or what it checks across modules."""
+    tests = PKG.parent / "tests"
+    assert {p for p in PACKAGES} <= {d.name for d in tests.iterdir() if d.is_dir()}
+    loose = {p.name for p in tests.glob("test_*.py")}
+    assert loose <= {"test_layers.py", "test_types.py", "test_readme.py",
+                     "test_docs_commands.py", "test_references.py", "test_wheel.py"}, loose

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisect_ngc.attribution.search import Attribution, Side, Swap, minimal_set, next_swaps
+from tests.lib.properties import examples
 
 
 def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3, suspects=()):
@@ -35,7 +36,7 @@ def run(names, behaves_b, unloadable=frozenset(), order=None, verify=3, suspects
 COMPONENTS = st.integers(1, 128).map(lambda n: [f"c{k:03d}" for k in range(n)])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(COMPONENTS, st.data())
 def test_one_culprit_is_named_within_two_log_n_plus_two_swaps(names, data):
     culprit = data.draw(st.sampled_from(names))
@@ -44,7 +45,7 @@ def test_one_culprit_is_named_within_two_log_n_plus_two_swaps(names, data):
     assert probes <= 2 * math.ceil(math.log2(len(names))) + 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS.filter(lambda n: len(n) >= 2), st.data())
 def test_two_components_needed_together_are_both_named(names, data):
     pair = set(data.draw(st.lists(st.sampled_from(names), min_size=2, max_size=2, unique=True)))
@@ -52,7 +53,7 @@ def test_two_components_needed_together_are_both_named(names, data):
     assert answer.status == "found" and set(answer.culprits) == pair
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS.filter(lambda n: len(n) >= 3), st.data())
 def test_an_unloadable_swap_is_unresolved_and_the_answer_stays_right(names, data):
     culprit = data.draw(st.sampled_from(names))
@@ -67,7 +68,7 @@ def test_an_unloadable_swap_is_unresolved_and_the_answer_stays_right(names, data
     assert probes <= (len(broken) + 1) * (bits + 1) + 2 + len(broken)   # each left-out round: one more
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS.filter(lambda n: len(n) >= 2), st.data())
 def test_a_culprit_that_cannot_be_put_in_is_unresolved_never_a_wrong_name(names, data):
     culprit = data.draw(st.sampled_from(names))
@@ -76,7 +77,7 @@ def test_a_culprit_that_cannot_be_put_in_is_unresolved_never_a_wrong_name(names,
     assert culprit in answer.explanation
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS, st.data())
 def test_the_answer_is_one_minimal_whatever_the_interactions(names, data):
     """Any monotone rule (a union of required sets): the result turns A into B, and
@@ -129,7 +130,7 @@ def test_minimal_set_on_a_plain_list():
     assert sorted(minimal_set(list("abcdefgh"), lambda s: "c" in s and "f" in s)) == ["c", "f"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS, st.integers(1, 3), st.data())
 def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
     need = set(data.draw(st.lists(st.sampled_from(names), min_size=min(k, len(names)),
@@ -139,7 +140,7 @@ def test_k_needed_components_cost_about_k_log_n_swaps(names, k, data):
     assert probes <= len(need) * (math.ceil(math.log2(len(names))) + 1) + 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(COMPONENTS, st.integers(1, 3), st.data())
 def test_suspects_change_the_cost_never_the_answer(names, k, data):
     """Where one set of components makes the difference, whatever the suspects (right,
@@ -180,7 +181,7 @@ def test_a_flaky_swap_of_the_suspects_falls_back_to_the_whole_search():
     assert step.status == "found" and step.culprits == ("c7",), step
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(4, 12), st.integers(0, 2 ** 32), st.data())
 def test_where_several_sets_make_the_difference_suspects_pick_one_that_does(n, seed, data):
     """Any monotone rule (B when A holds one of a few sets): with or without suspects the
@@ -260,7 +261,7 @@ def monotone_rule(names, data):
 NAMES = st.integers(1, 40).map(lambda n: [f"c{k:03d}" for k in range(n)])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(NAMES, st.floats(0, 0.10), st.integers(0, 2**32), st.data())
 def test_a_skipped_swap_never_names_a_component_that_does_nothing(names, rate, seed, data):
     world = World(names, monotone_rule(names, data), seed, skip=rate)
@@ -268,7 +269,7 @@ def test_a_skipped_swap_never_names_a_component_that_does_nothing(names, rate, s
     assert exact(world, answer), answer
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 @given(NAMES, st.floats(0, 0.10), st.floats(0, 0.10), st.integers(0, 2**32), st.data())
 def test_flaky_and_skipped_swaps_never_name_a_component_whose_removal_does_not_flip(
         names, skip, flake, seed, data):
@@ -280,7 +281,7 @@ def test_flaky_and_skipped_swaps_never_name_a_component_whose_removal_does_not_f
     assert exact(world, answer), answer
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(1, 5), st.integers(0, 2**32), st.data())
 def test_a_rule_that_is_not_monotone_is_unresolved_or_exact(n, seed, data):
     """Any rule at all over up to 5 components (a random truth table), with a component

@@ -35,6 +35,7 @@ def spawn(args: list[str]) -> subprocess.Popen:
 
 # --- item 3: skips that are not properties of the commit are not cached ---------------------
 
+@pytest.mark.slow
 def test_a_transient_skip_is_probed_again_once_its_cause_is_gone(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 20, 13)
     flag = tmp_path / "fixed"
@@ -49,6 +50,7 @@ def test_a_transient_skip_is_probed_again_once_its_cause_is_gone(tmp_path, run_c
     assert code == 0 and json.loads(out)["first_new"] == shas[13]
 
 
+@pytest.mark.slow
 def test_a_skip_the_test_asked_for_stays_cached_until_retry_skips(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 20, 13)
     flag = tmp_path / "fixed"       # named by its folder: a file the test names is keyed
@@ -172,6 +174,7 @@ def _broken_states(tmp_path: Path, run_cli) -> dict[str, Path]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,words", [
     ("garbage", "cannot use the state database"), ("empty", "is empty (truncated?)"),
     ("truncated", "state database"), ("is-a-file", "is a file"),
@@ -195,6 +198,7 @@ def test_unusable_state_is_one_sentence_and_never_a_fresh_start(tmp_path, run_cl
         assert state.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_reading_commands_do_not_write_the_state(tmp_path, run_cli):
     make_repo(tmp_path / "r", 12, 6)
     state = tmp_path / "st"
@@ -230,6 +234,7 @@ def test_timeouts_must_be_positive(tmp_path, run_cli, flag, value):
     assert code == 2 and flag in err and "0" in err
 
 
+@pytest.mark.slow
 def test_a_hanging_build_is_a_skip_after_its_timeout(tmp_path, run_cli):
     make_repo(tmp_path / "r", 8, 4)
     argv = args_for(tmp_path / "r", tmp_path / "st", TEST, "--build-timeout", "0.5")
@@ -259,6 +264,7 @@ def test_credentials_in_a_url_never_reach_the_output(tmp_path, run_cli):
     assert "SECRET-TOKEN" not in out + err
 
 
+@pytest.mark.slow
 def test_a_report_needs_neither_the_repository_nor_the_network(tmp_path, run_cli):
     make_repo(tmp_path / "r", 20, 11)
     code, out, _ = run_cli(args_for(tmp_path / "r", tmp_path / "st", TEST))
@@ -278,6 +284,7 @@ def test_a_report_needs_neither_the_repository_nor_the_network(tmp_path, run_cli
 
 # --- issue 15: what a PyTorch-scale run showed -----------------------------------------------
 
+@pytest.mark.slow
 def test_a_build_tree_survives_the_clean_between_probes(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 40, 23)
     build = ('mkdir -p build; [ -e build/first ] || touch build/first untracked; '
@@ -309,6 +316,7 @@ def _repo_with_a_dead_submodule(path: Path) -> list[str]:
                            "main"], capture_output=True, text=True).stdout.split()
 
 
+@pytest.mark.slow
 def test_an_unreachable_submodule_is_named_and_can_be_left_out(tmp_path, run_cli):
     shas = _repo_with_a_dead_submodule(tmp_path / "r")
     argv = args_for(tmp_path / "r", tmp_path / "st", TEST)
@@ -323,6 +331,7 @@ def test_an_unreachable_submodule_is_named_and_can_be_left_out(tmp_path, run_cli
 
 # --- prebuilt artifacts for any repository (issue 11, generic mode) ---------------------------
 
+@pytest.mark.slow
 def test_prebuilt_artifacts_named_by_sha_leave_only_a_few_builds(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 80, 53)
     arts = tmp_path / "arts"
@@ -344,6 +353,7 @@ def test_prebuilt_artifacts_named_by_sha_leave_only_a_few_builds(tmp_path, run_c
     assert res["prebuilt"] == len(probes) - len(builds) >= 3
 
 
+@pytest.mark.slow
 def test_a_command_can_say_which_commit_an_artifact_is(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 40, 23)
     arts = tmp_path / "arts"
@@ -362,6 +372,7 @@ def test_a_command_can_say_which_commit_an_artifact_is(tmp_path, run_cli):
     assert res["prebuilt"] >= 3
 
 
+@pytest.mark.slow
 def test_a_bad_artifact_rule_or_spec_is_clear(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 10, 5)
     code, _, err = run_cli(args_for(tmp_path / "r", tmp_path / "st", TEST, "--artifact-map",

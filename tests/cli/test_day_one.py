@@ -51,6 +51,7 @@ def _bisect(repo, state, test, *extra):
             "--state", state, "--quiet", "--json", *extra]
 
 
+@pytest.mark.slow
 def test_a_test_that_crashes_mid_range_stops_as_git_bisect_run_does(tmp_path, run_cli):
     """Exit 200 at one commit was a silent skip, and the session still ended `found`.
     git stops: "exit code 200 ... is < 0 or >= 128". So does this tool, keeping the state:
@@ -69,6 +70,7 @@ def test_a_test_that_crashes_mid_range_stops_as_git_bisect_run_does(tmp_path, ru
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
 
 
+@pytest.mark.slow
 def test_an_untracked_test_script_is_named_before_anything_runs(tmp_path, run_cli,
                                                                  monkeypatch):
     """`git bisect run ./mytest.sh` runs the file in the checkout; here each commit is
@@ -87,6 +89,7 @@ def test_an_untracked_test_script_is_named_before_anything_runs(tmp_path, run_cl
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test", [
     "rm -f result.txt; cp behaviour result.txt; grep -q old result.txt",
     "./check",                                   # made by the build in every worktree
@@ -104,6 +107,7 @@ def test_files_a_test_only_reads_or_its_build_makes_draw_no_warning_or_refusal(
     assert (tmp_path / "r" / "result.txt").read_text() == "left over\n"
 
 
+@pytest.mark.slow
 def test_a_directory_inside_the_checkout_names_the_checkout(tmp_path, run_cli, monkeypatch):
     shas = make_repo(tmp_path / "r", 20, 13)
     (tmp_path / "r" / "sub").mkdir()
@@ -112,6 +116,7 @@ def test_a_directory_inside_the_checkout_names_the_checkout(tmp_path, run_cli, m
     assert code == 0 and _one_json_value(out)["first_new"] == shas[13]
 
 
+@pytest.mark.slow
 def test_a_bisect_line_runs_under_every_verb(tmp_path, run_cli):
     """`probe … --jobs 4` said "No such option", and so did --json, --metric, --quiet and
     --max-skips; plan and slurm submit rejected --metric. Changing the verb is enough."""
@@ -166,6 +171,7 @@ def test_the_mirror_lock_still_lets_one_holder_in_at_a_time(tmp_path):
     assert most[0] == 1 and not (tmp_path / "m.lock").exists()
 
 
+@pytest.mark.slow
 def test_an_ambiguous_answer_names_its_commits_with_titles_and_reasons(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 12, 6, {5})
     code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11",
@@ -176,6 +182,7 @@ def test_an_ambiguous_answer_names_its_commits_with_titles_and_reasons(tmp_path,
     assert f"  {shas[6]} change 6 (#1006)" in out
 
 
+@pytest.mark.slow
 def test_status_tells_a_session_whose_process_is_gone(tmp_path, run_cli):
     from bisect_ngc.core.records import SessionStatus
     from bisect_ngc.core.store import Store
@@ -246,6 +253,7 @@ def _merged_repo(r) -> tuple[str, str, str]:
     return first, side, merge
 
 
+@pytest.mark.slow
 def test_a_merge_on_the_path_is_descended_into_as_git_bisect_would(tmp_path, run_cli):
     """The first-parent answer is a merge: the branch it merged is bisected with the same
     machinery, and the answer is the branch's commit (git bisect without --first-parent
@@ -292,6 +300,7 @@ def test_a_max_skips_stop_names_a_probe_that_runs_and_untested_commits_as_such(t
     assert "not tested (the search stopped before it)" in report
 
 
+@pytest.mark.slow
 def test_a_probe_without_a_build_is_not_called_a_build(tmp_path, run_cli):
     make_repo(tmp_path / "r", 12, 6)
     code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~11",
@@ -302,6 +311,7 @@ def test_a_probe_without_a_build_is_not_called_a_build(tmp_path, run_cli):
     assert "build wheel" not in report and "| test only |" in report
 
 
+@pytest.mark.slow
 def test_a_huge_log_keeps_its_start_and_its_end(tmp_path, run_cli):
     """Logs had no cap: 100 MB per run were kept. Past the cap the middle goes; the end,
     with the errors and the test's JSON line, stays."""
@@ -331,6 +341,7 @@ def test_a_script_beside_a_subdirectory_cwd_is_warned_about(tmp_path, run_cli, m
     assert code == 0 and "which is in sub/" in err
 
 
+@pytest.mark.slow
 def test_a_test_killed_by_a_signal_stops_the_bisection_too(tmp_path, run_cli):
     """A test that kills itself (the shell execs it) returns -11, not 139: no verdict."""
     make_repo(tmp_path / "r", 20, 13)
@@ -377,6 +388,7 @@ def test_a_merge_that_brings_in_nothing_new_is_not_descended_into(tmp_path, run_
     assert code == 0 and told["first_new"] == merge and told["merge"] is None
 
 
+@pytest.mark.slow
 def test_a_descent_stopped_by_a_crash_resumes_with_the_same_command(tmp_path, run_cli):
     """The branch's middle commit crashes the test: the run stops (exit 2), the outer
     session is kept unfinished, and once fixed the same command resumes it (no new

@@ -37,6 +37,7 @@ def executions(counter: Path) -> list[str]:
     return counter.read_text().split() if counter.exists() else []
 
 
+@pytest.mark.slow
 def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 400, 233, set(range(90, 110)) | set(range(300, 312)))
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
@@ -53,6 +54,7 @@ def test_finds_transition_through_unbuildable_stretches(tmp_path, counter, run_c
     assert res["first_new_title"] == "change 233"
 
 
+@pytest.mark.slow
 def test_second_identical_run_searches_nothing_and_only_checks_the_answer(tmp_path, counter,
                                                                           run_cli):
     """The search comes from the cache; the answer's pair is run again, fresh, in the new
@@ -73,6 +75,7 @@ def test_second_identical_run_searches_nothing_and_only_checks_the_answer(tmp_pa
     assert second["session"] != first["session"]
 
 
+@pytest.mark.slow
 def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 200, 150)
     run_cli(bisect_args(tmp_path / "r", tmp_path / "st"))
@@ -86,6 +89,7 @@ def test_overlapping_range_reuses_cached_verdicts(tmp_path, counter, run_cli):
     assert len(executions(counter)) - before == res["runs"] + res["verification"]["runs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [2, 4, 8])
 def test_parallel_rounds_stay_within_bound(tmp_path, counter, run_cli, jobs):
     n = 500
@@ -99,6 +103,7 @@ def test_parallel_rounds_stay_within_bound(tmp_path, counter, run_cli, jobs):
     assert len(list(worktrees.glob("lane-0/slot-*"))) == jobs
 
 
+@pytest.mark.slow
 def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, run_cli):
     unbuildable = set(range(60, 75)) | set(range(190, 198))
     shas = make_repo(tmp_path / "r", 300, 141, unbuildable)
@@ -118,6 +123,7 @@ def test_probes_stay_within_git_bisect_run_plus_two(tmp_path, counter, run_cli):
     assert res["probes"] <= git_steps + 2, (res["probes"], git_steps)
 
 
+@pytest.mark.slow
 def test_ambiguous_when_skips_straddle_the_transition(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 80, 40, {38, 39, 40})
     code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
@@ -137,6 +143,7 @@ def test_invalid_endpoints(tmp_path, counter, run_cli):
     assert res["probes"] == 2
 
 
+@pytest.mark.slow
 def test_finding_a_fix_is_the_same_search(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 64, 20)
     inverted = 'echo "$BISECT_COMMIT" >> "$COUNTER"; ! { ' + TEST + '; }'
@@ -170,6 +177,7 @@ def test_missing_repo_is_bad_input(tmp_path, run_cli):
     assert code == 2 and "does not exist" in err
 
 
+@pytest.mark.slow
 def test_build_failure_is_a_skip_with_its_log_kept(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 40, 20, {10})
     st = tmp_path / "st"
@@ -184,6 +192,7 @@ def test_build_failure_is_a_skip_with_its_log_kept(tmp_path, counter, run_cli):
     assert code == 0 and "round" in out
 
 
+@pytest.mark.slow
 def test_env_vars_and_worktree_cwd(tmp_path, run_cli):
     make_repo(tmp_path / "r", 8, 4)
     check = ('test "$BISECT_COMMIT" = "$(git rev-parse HEAD)" && test "$PWD" = "$BISECT_WORKTREE"'
@@ -192,6 +201,7 @@ def test_env_vars_and_worktree_cwd(tmp_path, run_cli):
     assert code == 0 and json.loads(out)["skipped"] == []
 
 
+@pytest.mark.slow
 def test_timeout_makes_a_skip(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 12, 6)
     slow = f'if [ "$BISECT_COMMIT" = {shas[6]} ]; then sleep 30; fi; ' + TEST
@@ -203,6 +213,7 @@ def test_timeout_makes_a_skip(tmp_path, run_cli):
     assert any(p.reason == "test timed out after 1s" for p in probes)
 
 
+@pytest.mark.slow
 def test_flaky_repro_with_repeat_any(tmp_path, counter, run_cli):
     shas = make_repo(tmp_path / "r", 50, 31)
     # New-behaviour commits fail only on every second run of the same commit.
@@ -216,6 +227,7 @@ def test_flaky_repro_with_repeat_any(tmp_path, counter, run_cli):
     assert res["runs"] + res["verification"]["runs"] == len(executions(counter))
 
 
+@pytest.mark.slow
 def test_plan_builds_nothing(tmp_path, run_cli):
     make_repo(tmp_path / "r", 1000, 5)
     code, out, _ = run_cli(["plan", "--repo", str(tmp_path / "r"), "--old", "main~999",
@@ -228,6 +240,7 @@ def test_plan_builds_nothing(tmp_path, run_cli):
     assert "999 commits after the old endpoint" in out and "round(s)" in out
 
 
+@pytest.mark.slow
 def test_status_and_log(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 30, 12)
     run_cli(bisect_args(tmp_path / "r", tmp_path / "st"))
@@ -317,6 +330,7 @@ def test_second_process_on_same_state_gets_a_clear_error(tmp_path, counter):
     assert proc.returncode == 0 and json.loads(out)["status"] == "found"
 
 
+@pytest.mark.slow
 def test_json_speaks_one_vocabulary(tmp_path, counter, run_cli):
     make_repo(tmp_path / "r", 30, 12)
     _, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json"))
@@ -348,6 +362,7 @@ def test_json_is_one_object_on_bad_input_too(tmp_path, run_cli, extra, needle):
     assert code == 2 and out == "" and needle in err
 
 
+@pytest.mark.slow
 def test_the_live_log_counts_candidates_as_plan_does(tmp_path, counter):
     make_repo(tmp_path / "r", 30, 12)
     args = [a for a in bisect_args(tmp_path / "r", tmp_path / "st") if a != "--quiet"]
@@ -356,6 +371,7 @@ def test_the_live_log_counts_candidates_as_plan_does(tmp_path, counter):
     assert done.returncode == 0 and "starting; 29 candidates" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_jobs_bounds_the_probes_at_a_time_endpoints_included(tmp_path, counter, run_cli, jobs):
     """`--jobs 1` once built and tested both endpoints at the same moment: two PyTorch

@@ -88,6 +88,7 @@ def test_null_histories_name_no_culprit(tmp_path, run_cli):
         assert "do not differ" in out or "could not be told apart" in out, out
 
 
+@pytest.mark.slow
 def test_a_metric_the_test_never_prints_is_said_so(tmp_path, run_cli):
     make_repo(tmp_path / "repo", 4, 2)
     args = metric_args(tmp_path, tmp_path / "repo", 4, "--runs-per-round", "2",
@@ -129,6 +130,7 @@ def test_a_run_measures_only_when_it_exits_0_with_a_number():
     assert metric_value({"x": float("nan")}, "x") is None and metric_value({}, "x") is None
 
 
+@pytest.mark.slow
 def test_metric_cmd_prints_the_number_after_the_test(tmp_path, run_cli):
     shas = make_repo(tmp_path / "repo", 6, 3)
     test = ('python3 -c "import random; b = open(\'behaviour\').read().strip(); '

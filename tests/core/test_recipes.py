@@ -100,6 +100,7 @@ def test_only_files_the_test_reads_on_this_host_count(tmp_path):
         [str(tmp_path / "t.sh")]     # read, whatever runs it
 
 
+@pytest.mark.slow
 def test_an_edited_test_script_is_probed_again_not_answered_from_the_cache(tmp_path, run_cli):
     """Finding 6 end to end: a user edits ~/repro.sh between two runs of one command."""
     import json

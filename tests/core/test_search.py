@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from bisect_ngc.core.search import (Round, RepeatPolicy, Result, Status, Verdict, ceil_log,
                                     combine_runs, expected_probes, expected_rounds, next_step,
                                     next_in_subset, runs_settled, skip_limit)
+from tests.lib.properties import examples
 
 
 def simulate(n, t, skips, jobs=1, old=Verdict.PASS):
@@ -43,7 +44,7 @@ def histories(draw, max_n=100_000, with_skips=True):
     return n, t, skips
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(histories(), st.integers(1, 16), st.sampled_from([Verdict.PASS, Verdict.FAIL]))
 def test_finds_transition_unless_skips_touch_it(h, jobs, old):
     n, t, skips = h
@@ -59,7 +60,7 @@ def test_finds_transition_unless_skips_touch_it(h, jobs, old):
     assert result.old_outcome is old and result.new_outcome is not old
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(histories(with_skips=False))
 def test_serial_probe_bound_without_skips(h):
     n, t, _ = h
@@ -69,7 +70,7 @@ def test_serial_probe_bound_without_skips(h):
     assert probes <= expected_probes(n, 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(histories(with_skips=False), st.integers(1, 16))
 def test_round_bound_with_parallel_slots(h, jobs):
     n, t, _ = h
@@ -195,7 +196,7 @@ def tiered(draw):
     return n, t, [sorted(coarse | {0, n - 1}), sorted(finer)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tiered(), st.integers(1, 8))
 def test_tiers_find_the_same_transition(case, jobs):
     n, t, tiers = case
@@ -203,7 +204,7 @@ def test_tiers_find_the_same_transition(case, jobs):
     assert result.status is Status.FOUND and result.first_new == t
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tiered())
 def test_the_last_tier_only_searches_between_adjacent_points_of_the_others(case):
     n, t, tiers = case
@@ -251,7 +252,7 @@ def simulate_cheap(n, t, skips, jobs, cheap_of):
                 Verdict.PASS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(histories(max_n=5000), st.integers(1, 6), st.sets(st.integers(0, 4999), max_size=400),
        st.floats(0.001, 0.99))
 def test_cheap_indices_change_the_cost_never_the_answer(h, jobs, marked, cost):
@@ -292,7 +293,7 @@ def one_stretch(draw, max_n=5000):
     return n, t, set(range(start, start + length))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(one_stretch())
 def test_a_skip_stretch_costs_its_length_and_no_more_than_two_extra_tests(h):
     """Where a skip lands, the next probe still halves what is left: the commits it tests
@@ -309,7 +310,7 @@ def test_a_skip_stretch_costs_its_length_and_no_more_than_two_extra_tests(h):
     assert skipped <= len(skips)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(histories(max_n=3000), st.integers(1, 8), st.integers(1, 4))
 def test_the_skip_limit_stops_only_an_unfinished_search_and_keeps_the_answer_inside(h, limit,
                                                                                     jobs):

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from bisect_ngc.core.search import ceil_log
 
 from tests.lib.repos import make_repo
+from tests.lib.properties import examples
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +54,7 @@ def stretch_histories(draw):
     return n, t, set(range(start, start + length))
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=examples(12), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stretch_histories())
 def test_skips_cost_about_what_git_bisect_pays_and_give_its_answer(tmp_path_factory, run_cli,

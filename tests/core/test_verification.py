@@ -3,6 +3,8 @@
 that is flaky on purpose (seeded by which run of a commit it is)."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from hypothesis import given, settings
@@ -13,6 +15,7 @@ from bisect_ngc.core.search import Result, Status, Verdict
 from bisect_ngc.core.verification import claims, next_round, settle
 
 from tests.lib.repos import bisect_args
+from tests.lib.properties import examples
 
 P, F, S = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
 FOUND = Result(Status.FOUND, first_new=7, last_old=6, candidates=(7,), old_outcome=P,
@@ -54,7 +57,7 @@ def test_skips_are_retried_and_too_many_are_ambiguous():
     assert answer.status is Status.AMBIGUOUS and "could not be run again" in answer.explanation
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 5), st.lists(st.sampled_from([P, F, S]), min_size=12, max_size=12),
        st.lists(st.sampled_from([P, F, S]), min_size=12, max_size=12))
 def test_found_stands_only_on_verify_agreeing_fresh_runs(verify, old, new):
@@ -96,6 +99,7 @@ FLAKY = ('echo "$BISECT_COMMIT" >> "$COUNTER"; '
          '[ "$(grep -c "$BISECT_COMMIT" "$COUNTER")" -eq 1 ]; then exit 1; fi; ' + TEST)
 
 
+@pytest.mark.slow
 def test_a_flake_at_the_answer_is_caught_before_it_is_given(tmp_path, monkeypatch, run_cli):
     shas = make_repo(tmp_path / "r", 40, 23)
     monkeypatch.setenv("COUNTER", str(tmp_path / "counter"))

@@ -116,6 +116,7 @@ def fake_torch(tmp_path, monkeypatch):
     return tmp_path / "pytorch", shas
 
 
+@pytest.mark.slow
 def test_release_mode_bisect_resolves_releases_to_commits(fake_torch, tmp_path, run_cli):
     repo, shas = fake_torch
     code, out, err = run_cli(["bisect", "--from", "90.02", "--to", "90.03", "--torch-repo",

@@ -20,6 +20,9 @@ from bisect_ngc.metric.comparator import (ENDPOINT_RUNS, Call, Rule, classify, d
                                           judge, looks, settled)
 from bisect_ngc.metric.confirmation import share
 from bisect_ngc.core.search import Verdict
+from tests.lib.properties import examples
+
+pytestmark = pytest.mark.stats     # Monte-Carlo rates: not in the one-minute loop
 
 
 def draw(rng: random.Random, k: int, level: float = 1.0, noise: float = 0.02) -> list[float]:
@@ -30,7 +33,7 @@ values = st.lists(st.floats(min_value=1.0, max_value=2.0, allow_nan=False), min_
                   max_size=20)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(values, values, values, st.randoms(use_true_random=False))
 def test_the_answer_does_not_depend_on_the_order_samples_arrive_in(a, b, x, rnd):
     rule = Rule(min_change=0.01)

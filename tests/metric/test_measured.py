@@ -36,6 +36,7 @@ def args(tmp_path, old: str, *extra: str) -> list:
             "--json", *extra]
 
 
+@pytest.mark.slow
 def test_numbers_of_another_session_never_decide(tmp_path, run_cli, monkeypatch):
     """Finding 1: session 1 ran on a machine 10% slower; session 2, on an overlapping
     range on the same state, measures every commit it judges itself."""
@@ -53,6 +54,7 @@ def test_numbers_of_another_session_never_decide(tmp_path, run_cli, monkeypatch)
     assert judged <= {p.commit for p in probes if not p.cached}
 
 
+@pytest.mark.slow
 def test_a_run_without_a_number_is_tried_again(tmp_path, run_cli, monkeypatch):
     """Finding 2: the first run of the session exits 1. It was a permanent skip of the old
     endpoint (exit 3), cached for the next session too."""
@@ -64,6 +66,7 @@ def test_a_run_without_a_number_is_tried_again(tmp_path, run_cli, monkeypatch):
     assert code == 0 and res["first_new"] == shas[7], (res, err)
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_stops_giving_numbers_ends_within_max_runs(tmp_path, run_cli,
                                                                      monkeypatch):
     """Finding 3: after its first runs, every run fails: the session ends, exit 3, saying
@@ -94,6 +97,7 @@ def test_once_the_endpoints_differ_later_looks_do_not_undo_it():
     assert j.verdicts == {0: Verdict.PASS, 9: Verdict.FAIL}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after", [4, 9, 15])
 def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path, monkeypatch,
                                                                    kill_after):
@@ -132,6 +136,7 @@ def test_a_killed_metric_bisection_resumes_with_every_number_kept(tmp_path, monk
     assert after[:len(before)] == before        # the same session, every number kept
 
 
+@pytest.mark.slow
 def test_the_metric_report_reads_right_and_its_commands_reproduce(tmp_path, run_cli,
                                                                   monkeypatch):
     """Finding 6: one row per commit with its call; a narrowing table that moves; every

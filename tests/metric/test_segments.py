@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 from tests.lib.metric_sim import bisect_once, confirm_pair, lognormal
 from bisect_ngc.metric.comparator import Rule
+from tests.lib.properties import examples
+
+pytestmark = pytest.mark.stats     # Monte-Carlo rates: not in the one-minute loop
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(1, 30), st.integers(1, 30), st.integers(0, 2 ** 16))
 def test_two_changes_in_the_same_direction_are_both_named(a, b, seed):
     """Two +8% steps at 0.5% noise: both commits named, whatever their places."""
@@ -22,7 +25,7 @@ def test_two_changes_in_the_same_direction_are_both_named(a, b, seed):
     assert t.status == "found" and set(t.named) == {a, b}, t
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(1, 30), st.integers(1, 30), st.integers(0, 2 ** 16))
 def test_up_and_back_down_names_both_changes(a, b, seed):
     """2.5 times slower at the first, faster than before at the second: the commits in
@@ -34,7 +37,7 @@ def test_up_and_back_down_names_both_changes(a, b, seed):
     assert t.status == "found" and set(t.named) == {lo, hi}, t
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(1, 31), st.integers(0, 2 ** 16))
 def test_one_change_is_named_alone(at, seed):
     t = bisect_once(32, {at: 0.05}, lognormal(0.005), Rule(), random.Random(seed))
@@ -133,7 +136,7 @@ def test_the_drift_guard_keeps_a_third_of_an_ends_runs_for_the_answer():
     assert guard(verdicts, 4, {0: 20, 3: 5}, rule) == (3,)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.floats(-0.2, 0.2), st.floats(0.001, 0.05), st.integers(2, 12), st.integers(0, 2 ** 16))
 def test_a_pair_differs_exactly_when_its_interval_is_clear_of_zero(step, sigma, runs, seed):
     """The call and the interval the report prints are one statement (a 15% slowdown was
@@ -317,7 +320,7 @@ def test_a_step_s_commit_runs_alone_only_where_one_run_can_decide_it():
         assert got == first, sigma
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(seed=st.integers(0, 10**6))
 def test_a_commit_that_sits_out_a_pass_sits_out_the_round(seed):
     """confirmation.passes numbers a commit's runs by their count within the round: a

@@ -19,6 +19,8 @@ from bisect_ngc.metric.comparator import Call, Rule, endpoints
 from bisect_ngc.metric.confirmation import fresh_call, pair
 from tests.lib.metric_sim import confirm_pair
 
+pytestmark = pytest.mark.stats     # Monte-Carlo rates: not in the one-minute loop
+
 
 def test_a_commit_measured_in_one_spell_differs_from_its_neighbour_only_as_taken():
     """States that stick (switch before 1 run in 10): #19 (old; the culprit is #20) ran

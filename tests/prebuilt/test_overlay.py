@@ -20,6 +20,7 @@ from bisect_ngc.prebuilt.overlay import (OVERLAY_COST, Decision, OverlayRule, Ru
 from bisect_ngc.prebuilt.wheel_overlay import OverlayRefused, Overlays, overlay_wheel, wheel_path
 
 from tests.lib.repos import MIXED_RULE, make_mixed_repo
+from tests.lib.properties import examples
 
 PYTORCH = OverlayRule.parse(["pytorch"])
 
@@ -123,7 +124,7 @@ def test_rules_parse_with_clear_errors():
             OverlayRule.parse(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 60), st.sets(st.integers(0, 60), max_size=12),
        st.sets(st.integers(0, 60), max_size=12), st.integers(0, 60), st.integers(0, 60))
 def test_the_base_is_the_nearest_safe_one_on_the_expected_side(target, built, unsafe, a, b):
@@ -173,6 +174,7 @@ def check_record(wheel: Path) -> dict[str, bytes]:
         return {n: z.read(n) for n in names}
 
 
+@pytest.mark.slow
 def test_overlay_wheel_replaces_adds_renames_and_deletes(tmp_path):
     base = make_wheel(tmp_path / "pkg-0.1-py3-none-any.whl",
                       {"pkg/__init__.py": b"from .a import A\n", "pkg/a.py": b"A = 1\n",

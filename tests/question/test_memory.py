@@ -39,6 +39,7 @@ def answer(run_cli, argv) -> tuple[int, dict]:
 
 # --- 1. worktrees that belong to the tool ------------------------------------------------
 
+@pytest.mark.slow
 def test_forks_and_a_deleted_first_clone_never_break_a_bisection(tmp_path, run_cli):
     """Bisect in fork-a; commit on a branch in fork-b and bisect up to it with the same
     state; delete fork-a; bisect a third clone: every answer is right."""
@@ -160,6 +161,7 @@ def test_what_a_scheduler_or_terminal_sets_per_job_and_comments_are_not_keyed(
     assert r.test_key() != first
 
 
+@pytest.mark.slow
 def test_a_keyed_file_the_run_changes_is_said_not_silently_a_new_question(tmp_path, run_cli):
     make_repo(tmp_path / "r", 12, 7)
     out = tmp_path / "result.txt"
@@ -171,6 +173,7 @@ def test_a_keyed_file_the_run_changes_is_said_not_silently_a_new_question(tmp_pa
     assert code == 0 and f"warning: {out} changed while the bisection ran" in err
 
 
+@pytest.mark.slow
 def test_edits_of_a_build_script_and_of_a_sourced_file_are_built_and_probed_again(
         tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 20, 13)
@@ -187,6 +190,7 @@ def test_edits_of_a_build_script_and_of_a_sourced_file_are_built_and_probed_agai
     assert code == 3 and res["cached"] == 0 and res["builds"] == 2, res
 
 
+@pytest.mark.slow
 def test_a_changed_variable_is_probed_again_through_the_cli(tmp_path, run_cli, monkeypatch):
     shas = make_repo(tmp_path / "r", 20, 13)
     test = 'test "$(cat "$BISECT_ARTIFACTS/out")" = "$WANT"'
@@ -200,6 +204,7 @@ def test_a_changed_variable_is_probed_again_through_the_cli(tmp_path, run_cli, m
     assert (res["old_outcome"], res["new_outcome"]) == ("fail", "pass")
 
 
+@pytest.mark.slow
 def test_a_stale_cached_verdict_is_named_as_such_not_as_a_flaky_test(tmp_path, run_cli,
                                                                      monkeypatch):
     """A program reads MODE without the command naming it: the second session answers from
@@ -223,6 +228,7 @@ def test_a_stale_cached_verdict_is_named_as_such_not_as_a_flaky_test(tmp_path, r
 
 # --- 5. a build is done once --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_build_is_done_once_per_commit_and_its_worktree_files_come_back(tmp_path, run_cli,
                                                                           monkeypatch):
     shas = make_repo(tmp_path / "r", 40, 25)
@@ -259,6 +265,7 @@ KEPT_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(KEPT_CASES))
 def test_a_kept_build_comes_back_as_the_build_left_it(tmp_path, run_cli, case):
     """The first session builds; the second, with another --test and --jobs, runs every
@@ -275,6 +282,7 @@ def test_a_kept_build_comes_back_as_the_build_left_it(tmp_path, run_cli, case):
     assert code == 0 and res["first_new"] == shas[9] and res["cached"] == 0, res
 
 
+@pytest.mark.slow
 def test_a_build_that_installs_elsewhere_is_told_to_rebuild(tmp_path, run_cli):
     make_repo(tmp_path / "r", 16, 9)
     inst = tmp_path / "inst"
@@ -287,6 +295,7 @@ def test_a_build_that_installs_elsewhere_is_told_to_rebuild(tmp_path, run_cli):
     assert code == 0 and res["status"] == "found"
 
 
+@pytest.mark.slow
 def test_a_build_that_cannot_be_kept_is_said_and_the_answer_stands(tmp_path, run_cli,
                                                                     monkeypatch):
     shas = make_repo(tmp_path / "r", 16, 9)
@@ -332,6 +341,7 @@ def test_a_rebuild_in_another_session_waits_for_a_running_test(tmp_path):
 
 # --- correcting the memory: forget and gc -------------------------------------------------
 
+@pytest.mark.slow
 def test_forget_makes_the_next_run_probe_again(tmp_path, run_cli, monkeypatch):
     shas = make_repo(tmp_path / "r", 30, 17)
     counter = tmp_path / "counter"
@@ -390,6 +400,7 @@ def test_gc_never_removes_a_lane_a_process_holds(tmp_path):
     assert remove_lane(lanes(base)[0]) and not (base / f"lane-{k}").exists()
 
 
+@pytest.mark.slow
 def test_gc_removes_free_worktrees_and_leaves_a_running_sessions(tmp_path, run_cli):
     make_repo(tmp_path / "r", 30, 17)
     st = tmp_path / "st"
@@ -464,6 +475,7 @@ def test_the_filesystem_under_a_path_is_read_from_the_mount_table(tmp_path):
     assert filesystem_type(tmp_path / "not" / "yet") == filesystem_type(tmp_path)
 
 
+@pytest.mark.slow
 def test_state_on_a_network_filesystem_uses_the_rollback_journal(tmp_path, monkeypatch,
                                                                   run_cli):
     """SQLite's WAL does not work over a network filesystem; on one the store takes the
@@ -507,6 +519,7 @@ def test_a_state_on_a_real_network_filesystem_takes_the_rollback_journal(tmp_pat
 
 # --- 6. smaller things a user reads as broken ---------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("branch", ["fix/café", "修正/分支"])
 def test_refs_with_non_ascii_names_are_revisions(tmp_path, run_cli, branch):
     shas = make_repo(tmp_path / "r", 20, 13)
@@ -569,6 +582,7 @@ def test_diverged_endpoints_get_their_merge_base_and_a_shallow_clone_unshallow(t
     assert code == 2 and "git fetch --unshallow" in err, err
 
 
+@pytest.mark.slow
 def test_verdicts_an_older_version_cached_under_a_blind_key_are_misses(tmp_path, run_cli):
     """An older version keyed `python3 -X dev /abs/t.py` by its text alone (it did not
     know that runner's file). Its cached verdicts, made before an edit of t.py, must

@@ -47,6 +47,7 @@ def test_the_same_options_give_the_same_recipe_on_every_backend(tmp_path, repo):
     assert other.test_key() == recipes["local"].test_key()
 
 
+@pytest.mark.slow
 def test_a_headless_local_bisection_loads_no_docker_sdk_rich_or_urllib(tmp_path, repo):
     """Start-up is a good part of a probe's overhead: a run loads only what it uses."""
     import subprocess

@@ -97,6 +97,7 @@ def check_report(path: Path, tmp_path: Path, n_probes: int) -> str:
     return md
 
 
+@pytest.mark.slow
 def test_found_report_names_the_commit_and_has_every_probe(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 300, 150, set(range(40, 52)), pr_every=1)
     code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r", "--jobs", "3")
@@ -117,6 +118,7 @@ def test_found_report_names_the_commit_and_has_every_probe(tmp_path, run_cli):
     assert "$BISECT_NGC_STATE" in repro
 
 
+@pytest.mark.slow
 def test_second_run_report_marks_cached_probes(tmp_path, run_cli):
     make_repo(tmp_path / "r", 64, 40)
     bisect(run_cli, tmp_path, tmp_path / "r")
@@ -208,6 +210,7 @@ def test_interrupted_and_running_sessions_render(tmp_path, run_cli):
     assert "**Still running: no answer yet.**" in md
 
 
+@pytest.mark.slow
 def test_github_links_and_where_it_ships(tmp_path, run_cli, monkeypatch):
     shas = make_repo(tmp_path / "pytorch", 80, 50, pr_every=1)
     catalog = tmp_path / "catalog.tsv"

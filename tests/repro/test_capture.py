@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from repro.schedule import (callable_index, check, layerwise, microbatch_steps, one_f_one_b,
                             schedule_table)
+from tests.lib.properties import examples
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (scripts/test.sh "
                                             "installs the CPU build)")
@@ -45,7 +46,7 @@ def test_layerwise_is_the_old_order():
     assert microbatch_steps(layerwise(3, 2)) == [1, 1, -1, -1]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 40), st.integers(0, 50), st.integers(1, 4), st.integers(1, 8))
 def test_every_1f1b_order_is_valid(microbatches, extra, chunks, group):
     warmup = extra + (chunks - 1) * min(group, microbatches)   # Megatron's least warmup
@@ -177,6 +178,7 @@ def test_bad_flag_combinations_are_usage_errors():
         main(["--pipeline-warmup", "-1"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dense,attn_only", [(False, True), (True, False)])
 def test_a_graphed_layers_grads_are_contiguous(dense, attn_only):
     """TE's weak references keep a pointer and a shape, not strides: a non-contiguous static

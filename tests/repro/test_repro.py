@@ -109,6 +109,7 @@ def _run_repro(cwd: Path, *args: str) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @needs_torch
 def test_no_cuda_exits_125_with_json():
     code, out = _run_repro(ROOT, "--num-layers", "1", "--emulate-prefix-as-tensor")
@@ -121,6 +122,7 @@ def test_no_cuda_exits_125_with_json():
         assert key in out
 
 
+@pytest.mark.slow
 @needs_torch
 def test_runs_when_the_folder_alone_is_copied(tmp_path):
     shutil.copytree(ROOT / "repro", tmp_path / "repro")
@@ -136,6 +138,7 @@ def test_without_torch_it_is_an_import_error(tmp_path):
     assert code == 125 and out["reason"].startswith("import error")
 
 
+@pytest.mark.slow
 def test_measure_without_cuda_is_125_and_flops_count_the_routed_experts():
     import argparse
 

@@ -8,6 +8,8 @@ with a tool that reads whole seconds, as that setuptools does.
 """
 from __future__ import annotations
 
+import pytest
+
 import os
 import time
 from pathlib import Path
@@ -32,6 +34,7 @@ def probe(run_cli, repo: Path, commit: str, tmp: Path, ahead: int):
                     "--state", tmp / "st", "--cache-dir", tmp / "cache"])
 
 
+@pytest.mark.slow
 def test_a_broken_commit_after_a_build_in_the_same_second_fails_to_build(tmp_path, run_cli):
     shas = make_repo(tmp_path / "r", 6, 3, {3})
     code, out, _ = probe(run_cli, tmp_path / "r", shas[2], tmp_path, ahead=1)
@@ -50,6 +53,7 @@ def test_a_tree_dated_ahead_of_the_clock_is_removed_before_the_build(tmp_path, r
     assert time.monotonic() - start < 30      # removed, not waited for
 
 
+@pytest.mark.slow
 def test_the_checkout_after_settle_is_newer_in_whole_seconds(tmp_path):
     tree = tmp_path / "build"
     (tree / "sub").mkdir(parents=True)

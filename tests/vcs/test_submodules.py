@@ -36,6 +36,7 @@ def pointer(repo: Path, sha: str, path: str) -> str:
     return git.Repo(repo).git.rev_parse(f"{sha}:{path}")
 
 
+@pytest.mark.slow
 def test_no_stale_file_survives_a_slot_switch(tmp_path, shaped):
     repo, shas = tmp_path / "pytorch", shaped["shas"]
     # A commit that drops a submodule, on top of the last one.
@@ -68,6 +69,7 @@ def test_no_stale_file_survives_a_slot_switch(tmp_path, shaped):
     assert not (slot / "third_party" / "lib01").exists()
 
 
+@pytest.mark.slow
 def test_slots_share_one_copy_of_the_submodule_objects(tmp_path, shaped):
     wt = slots(tmp_path, tmp_path / "pytorch")
     for slot, i in ((0, 10), (1, 90)):
@@ -81,6 +83,7 @@ def test_slots_share_one_copy_of_the_submodule_objects(tmp_path, shaped):
     assert len(list((tmp_path / "cache" / "subs").glob("*.git-*[!k]"))) == len(shaped["subs"])
 
 
+@pytest.mark.slow
 def test_a_commit_missing_from_its_submodule_is_a_skip_that_names_it(tmp_path, shaped):
     wt = slots(tmp_path, tmp_path / "pytorch")
     path = shaped["missing"][40]
@@ -94,6 +97,7 @@ def test_a_commit_missing_from_its_submodule_is_a_skip_that_names_it(tmp_path, s
         slots(tmp_path / "other", tmp_path / "pytorch").checkout(0, shaped["shas"][40])
 
 
+@pytest.mark.slow
 def test_the_bisection_goes_on_offline_after_its_first_probe(tmp_path, shaped, run_cli):
     shas = shaped["shas"]
     base = ["--repo", str(tmp_path / "pytorch"), "--build", "true", "--test", TEST,
@@ -108,6 +112,7 @@ def test_the_bisection_goes_on_offline_after_its_first_probe(tmp_path, shaped, r
     assert res["first_new"] == shas[71]
 
 
+@pytest.mark.slow
 def test_missing_submodule_commits_are_skips_never_aborts(tmp_path, run_cli):
     # The transition right after the broken pointer: the skip hides it.
     shaped = make_pytorch_shaped_repo(tmp_path / "pytorch", commits=80, files=100,
