@@ -196,4 +196,5 @@ def test_the_tests_mirror_the_packages():
     assert {p for p in PACKAGES} <= {d.name for d in tests.iterdir() if d.is_dir()}
     loose = {p.name for p in tests.glob("test_*.py")}
     assert loose <= {"test_layers.py", "test_types.py", "test_readme.py",
-                     "test_docs_commands.py", "test_references.py", "test_wheel.py"}, loose
+                     "test_docs_commands.py", "test_references.py", "test_wheel.py",
+                     "test_accuracy.py"}, loose

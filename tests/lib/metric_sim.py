@@ -68,10 +68,19 @@ class Trial:
 
 
 def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
-                rng: random.Random, drift: float = 0.0) -> Trial:
+                rng: random.Random, drift: float = 0.0, offsets: float = 0.0,
+                noise_new: Noise | None = None) -> Trial:
     """One bisection; `changes`: culprit index -> relative change from there on (none: a
-    null history). `drift`: the machine's speed takes a lognormal step before each run."""
+    null history). `drift`: the machine's speed takes a lognormal step before each run.
+    `offsets`: each interior commit's build has its own speed, exp(N(0, offsets)), in
+    every run of it (code layout). `noise_new`: the noise of the commits from the first
+    change on (a slow path they take in some runs), where it differs."""
     level = [math.prod(1 + c for k, c in changes.items() if i >= k) for i in range(n)]
+    if offsets:
+        level = [lv * (rng.lognormvariate(0, offsets) if 0 < i < n - 1 else 1.0)
+                 for i, lv in enumerate(level)]
+    first = min(changes, default=n)
+    draw = [noise_new if noise_new is not None and i >= first else noise for i in range(n)]
     samples: dict[int, list[tuple[int, float]]] = {}
     attempts: dict[int, int] = {}
     state = {"machine": 1.0, "round": 0, "runs": 0}
@@ -80,7 +89,7 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
     def run(i: int) -> None:
         state["machine"] *= rng.lognormvariate(0, drift) if drift else 1.0
         samples.setdefault(i, []).append(
-            (state["round"], state["machine"] * level[i] * noise(rng)))
+            (state["round"], state["machine"] * level[i] * draw[i](rng)))
         attempts[i] = attempts.get(i, 0) + 1
         state["runs"] += 1
 

@@ -1,0 +1,1 @@
+"""The open accuracy benchmark (issue 49): python -m benchmarks.accuracy."""
