@@ -8,13 +8,15 @@ that cannot be used is a clear error, never a silent restart.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..errors import UserError
 from .filesystems import on_network
@@ -95,6 +97,21 @@ CREATE TABLE IF NOT EXISTS slurm_jobs (
 _MOVE_HINT = "move the state directory aside (or pass another --state) and run again"
 
 
+@contextmanager
+def _creation_lock(root: Path) -> Iterator[None]:
+    """Serialises opening the database, so that one process never reads another's
+    freshly created, still empty file as a truncated state."""
+    fd = os.open(root / "state.db.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a filesystem without flock: the race stays, the open still works
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_state_dir(root: Path) -> None:
     if root.exists() and not root.is_dir():
         raise UserError(f"the state directory {root} is a file",
@@ -118,21 +135,28 @@ class Store:
             self.db = self._open_readonly(db)
         else:
             ensure_state_dir(self.root)
-            if db.exists() and db.stat().st_size == 0:
-                raise UserError(f"the state database {db} is empty (truncated?)",
-                                hint=_MOVE_HINT)
-            try:
-                self.db = sqlite3.connect(db, timeout=30, isolation_level=None,
-                                          check_same_thread=False)
-                self.journal = "DELETE" if on_network(self.root) else "WAL"
-                self.db.execute(f"PRAGMA journal_mode={self.journal}")
-                self.db.execute("PRAGMA synchronous=NORMAL")
-                self.db.executescript(SCHEMA)
-                self._adopt_old_jobs()
-            except sqlite3.DatabaseError as exc:
-                raise UserError(f"cannot use the state database {db}: {exc}",
-                                hint=_MOVE_HINT) from None
+            with _creation_lock(self.root):
+                self.db = self._open_writable(db)
         self.db.row_factory = sqlite3.Row
+
+    def _open_writable(self, db: Path) -> sqlite3.Connection:
+        # An empty file is a truncated state only when no process is creating it now:
+        # the caller holds the creation lock, so a new database is never half-made here.
+        if db.exists() and db.stat().st_size == 0:
+            raise UserError(f"the state database {db} is empty (truncated?)", hint=_MOVE_HINT)
+        try:
+            conn = sqlite3.connect(db, timeout=30, isolation_level=None,
+                                   check_same_thread=False)
+            self.journal = "DELETE" if on_network(self.root) else "WAL"
+            conn.execute(f"PRAGMA journal_mode={self.journal}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(SCHEMA)
+            self.db = conn
+            self._adopt_old_jobs()
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"cannot use the state database {db}: {exc}",
+                            hint=_MOVE_HINT) from None
+        return conn
 
     def _adopt_old_jobs(self) -> None:
         """Slurm job ids that an earlier version kept as 'probe:KEY' JSON in `jobs` move

@@ -198,6 +198,23 @@ def test_unusable_state_is_one_sentence_and_never_a_fresh_start(tmp_path, run_cl
         assert state.read_bytes() == before
 
 
+def _open_store(root: str) -> str:
+    try:
+        Store(Path(root)).close()
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - the test reports what failed
+        return str(exc)
+
+
+def test_processes_creating_one_state_at_once_never_see_it_truncated(tmp_path):
+    """CI saw one of three sessions read another's new, still empty state.db as truncated."""
+    ctx = multiprocessing.get_context("spawn")
+    for attempt in range(6):
+        root = str(tmp_path / f"st{attempt}")
+        with ctx.Pool(6) as pool:
+            assert pool.map(_open_store, [root] * 6) == ["ok"] * 6
+
+
 @pytest.mark.slow
 def test_reading_commands_do_not_write_the_state(tmp_path, run_cli):
     make_repo(tmp_path / "r", 12, 6)
