@@ -21,8 +21,12 @@ if [ "${1:-}" = stop ]; then
 fi
 
 if awk -v m="$MNT" '$5 == m && / - fuse\.sshfs /' /proc/self/mountinfo | grep -q .; then
-  say "already mounted at $MNT"
-  exit 0
+  if ls "$MNT" >/dev/null 2>&1; then
+    say "already mounted at $MNT"
+    exit 0
+  fi
+  say "the mount at $MNT is stale (its sshd is gone): mounting again"
+  fusermount -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
 fi
 if [ ! -e /dev/fuse ]; then
   say "no /dev/fuse on this machine: the network-filesystem test will skip"

@@ -33,9 +33,12 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
         except OSError:
             return None
     target, rest = Path(path).expanduser().absolute(), Path()
-    while not target.exists() and target != target.parent:
-        target, rest = target.parent, Path(target.name) / rest
-    where = os.path.normpath(Path(os.path.realpath(target)) / rest)
+    try:
+        while not target.exists() and target != target.parent:
+            target, rest = target.parent, Path(target.name) / rest
+        where = os.path.normpath(Path(os.path.realpath(target)) / rest)
+    except OSError:
+        return None  # a stale network mount: its type cannot be trusted
     best, kind = "", None
     for line in mountinfo.splitlines():
         left, sep, right = line.partition(" - ")
