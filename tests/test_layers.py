@@ -79,7 +79,7 @@ ALLOWED = {
 }
 PURE = {"bisect_ngc.core.search", "bisect_ngc.prebuilt.overlay", "bisect_ngc.attribution.search",
         "bisect_ngc.companions.specs", "bisect_ngc.metric.sequential", "bisect_ngc.vcs.changes",
-        "bisect_ngc.images.image_config"}
+        "bisect_ngc.images.image_config", "bisect_ngc.core.belief"}
 FACE = {"bisect_ngc", "bisect_ngc.__main__", "bisect_ngc.errors"}
 IO = {"git", "docker", "subprocess", "os", "sqlite3", "click", "zipfile"}
 
