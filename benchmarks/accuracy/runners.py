@@ -35,7 +35,8 @@ def tool(case: Case, state: Path) -> Outcome:
                    named, grade(res.get("status", ""), named, res.get("candidates") or [],
                                 planted=case.planted, nameable=case.nameable,
                                 also_right=case.also_right),
-                   runs, builds, note=str(res.get("explanation") or res.get("message") or "")[:300],
+                   runs, builds, confidence=res.get("confidence"),
+                   note=str(res.get("explanation") or res.get("message") or "")[:300],
                    extra={"exit": code, "merge": bool(res.get("merge"))})
 
 

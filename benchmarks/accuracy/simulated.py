@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bisect_ngc.attribution.search import Attribution, Side, Swap, next_swaps
+from bisect_ngc.core.belief import Prior
+from bisect_ngc.core.belief_judge import BeliefJudge
 from bisect_ngc.core.engine import Bisection
 from bisect_ngc.core.inputs import Range, Settings, Tier
 from bisect_ngc.core.probes import Source
@@ -61,9 +63,12 @@ def _span(root: Path, n: int) -> Range:
     return Range(history, shas[0], shas[-1], shas, history.identity(shas[-1]), {"old": "a"})
 
 
-def intermittent(size: "Size", seed: int, only: int | None = None) -> list[Outcome]:
-    """The real engine, default settings, a test that shows the new side's failure with
-    probability q and fails on the old side with probability eps; 32 commits."""
+def intermittent(size: "Size", seed: int, only: int | None = None,
+                 prior: Prior | None = None, confidence: float | None = None
+                 ) -> list[Outcome]:
+    """The real engine as a bisection of any repository runs it (the belief, default
+    settings), a test that shows the new side's failure with probability q and fails on
+    the old side with probability eps; 32 commits."""
     from .families import FLAKES
     outs = []
     with tempfile.TemporaryDirectory(prefix="accuracy-engine-") as tmp:
@@ -74,13 +79,16 @@ def intermittent(size: "Size", seed: int, only: int | None = None) -> list[Outco
                 t = rng.randint(4, ENGINE_N - 4)
                 backend = _Runs(lambda i, tier: Verdict.FAIL if rng.random() <
                                 (q if i >= t else eps) else Verdict.PASS)
+                settings = Settings() if confidence is None else Settings(confidence=confidence)
                 res = Bisection(store, span, Recipe(build=None, test=f"flaky {seed} {q} {eps} {k}"),
-                                backend, Settings()).run()
+                                backend, settings,
+                                judge=BeliefJudge(span.candidates, settings, prior)).run()
                 outs.append(Outcome("intermittent", f"q={q:g} eps={eps:g}", k,
                                     "bisect-ngc (in-process)", res.status, res.first_new,
                                     grade(res.status, res.first_new, res.candidates,
                                           planted=span.candidates[t], nameable=True),
-                                    backend.runs, len(set(backend.probed))))
+                                    backend.runs, len(set(backend.probed)),
+                                    confidence=res.confidence))
     return outs
 
 

@@ -185,6 +185,7 @@ def plan(ctx: click.Context, asked: Asked, brief: bool, as_json: bool) -> int:
         out.update(n_candidates=n, expected_rounds=expected_rounds(n + 1, jobs),
                    expected_probes=expected_probes(n + 1, jobs) * repeat,
                    where=q.backend_or_raise().describe(), tiers=_tier_plan(q, n + 1, jobs))
+        out["belief"] = metric is None and not opts.release_mode and not out["tiers"]
         for side, sha in (("old", span.old), ("new", span.new)):
             out["endpoints"][side].update(commit=sha, title=titles[sha].title)
     if as_json:
@@ -225,6 +226,9 @@ def _print_plan(out: dict[str, Any], brief: bool) -> None:
                    f"path; without skips expect {out['expected_rounds']} round(s), at most "
                    f"{out['expected_probes']} probe(s) with --jobs {out['jobs']}"
                    + (" if everything were built" if out.get("tiers") else ""))
+        if out.get("belief"):
+            click.echo("  the belief (--confidence) adds about 7 runs to these for a test that "
+                       "never contradicts itself (up to 20), and more for a flaky one")
         for t in out.get("tiers", []):
             if t["tier"] == "image":
                 click.echo(f"first, images as they are (no build): {', '.join(t['points'])}; "

@@ -34,6 +34,10 @@ class PlainEvents(Tracker):
         super().round(number, indices, lo, hi, tier)
         what = {"build": "building and testing",
                 "verify": "re-running, fresh, the answer's pair:"}.get(tier, f"testing {tier}s of")
+        if self.left == 0:      # the belief runs commits again until it is sure enough
+            self._say(f"round {number}: {what} {len(indices)} commit(s) again, to be sure of "
+                      "the answer")
+            return
         self._say(f"round {number}: {what} {len(indices)} commit(s); {self.left} commits left, "
                   f"~{self.steps_left()} round(s) to go, eta {fmt_seconds(self.eta())}")
 

@@ -9,6 +9,7 @@ import click
 
 from .help_sections import RichCommand
 from .json_output import emit, json_option
+from ..core.belief_judge import belief_words
 from ..core.records import SessionStatus, tally
 from ..question.flags import default_state
 from ..question.options import option
@@ -107,4 +108,7 @@ def log(state: Path | None, session: str | None, as_json: bool) -> int:
         why = f" ({p.reason})" if p.reason else ""
         click.echo(f"  round {p.round:>2}  {p.commit[:12]}  {p.idx:>6}/{n - 1}  "
                    f"{p.verdict.value:<4}{why}{tag}{timing}")
+    if rec.result and rec.result.belief:
+        click.echo(f"how sure of the {rec.result.status} answer: "
+                   f"{belief_words(rec.result.belief)}")
     return 0

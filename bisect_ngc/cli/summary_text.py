@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from ..core.belief_judge import belief_words
 from .json_output import emit
 from .metric_text import print_metric
 
@@ -41,6 +42,7 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
                            f"{sha[:12]} {title}")
         if summary.get("merge"):
             _print_merge(summary["merge"])
+        _print_belief(summary.get("belief"))
         click.echo(tally_line)
         click.echo("Reproduce the verdicts:")
         for sha in (summary["first_new"], summary["last_old"]):
@@ -48,6 +50,7 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
                 click.echo("  " + shlex.join(probe_argv + ["--commit", sha]))
     elif status == "ambiguous":
         _print_ambiguous(summary["explanation"], summary["candidates"], titles)
+        _print_belief(summary.get("belief"))
         click.echo(tally_line)
     elif status == "not-in-commits":
         click.echo(f"Not in these commits: {summary['explanation']}.")
@@ -58,6 +61,16 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
         for side, why in summary["endpoint_reasons"].items():
             click.echo(f"  {side} endpoint: {why}")
         click.echo(tally_line)
+
+
+def _print_belief(belief: dict[str, Any] | None) -> None:
+    if belief:
+        click.echo(f"How sure: {belief_words(belief)}.")
+        if belief.get("stale"):
+            click.echo(f"The cached runs of {len(belief['stale'])} commits disagree with every "
+                       "fresh run of them: the cache may be stale (a file or variable the test "
+                       "reads that its key misses). `bisect-ngc forget` drops what is "
+                       "remembered; `--key-env VAR` keys a variable the test reads.")
 
 
 def print_components(found: dict[str, Any] | None) -> None:

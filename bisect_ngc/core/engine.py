@@ -144,7 +144,7 @@ class Bisection:
             overlay = self.overlays.source(i, lo, hi)
             if overlay is not None:
                 source, hit = overlay, self._cached(commit, overlay)
-        return source, hit if self.judge.reuses else None
+        return source, hit if self.judge.reuses and self.judge.reuses_probe(i) else None
 
     def run(self) -> SessionResult:
         self.session, resumed = self.open_session()
@@ -236,7 +236,8 @@ class Bisection:
             self.store.add_probe(sid, rec)
             self._remember([req.commit])
             if outcome.cacheable:
-                self.store.cache_put(self.cache_key(req.commit, req.source), rec)
+                self.store.cache_put(self.cache_key(req.commit, req.source),
+                                     self.judge.cached_form(rec))
             self._note(rec, verdicts)
             self.events.probe(rec)
 
@@ -276,7 +277,10 @@ class Bisection:
             wanted = [i for i in step.indices if hits[i] is None]
             if wanted:
                 return [self.request(sid, i, slot, src[i]) for slot, i in enumerate(wanted)]
-            verdicts.update({i: hit.verdict for i, hit in hits.items() if hit is not None})
+            for i, hit in hits.items():
+                if hit is not None:           # as a run notes it: a judge learns from hits
+                    hit.idx = i
+                    self._note(hit, verdicts)
 
     def record(self, rnd: int, req: ProbeRequest, out: ProbeOutcome,
                 started: float) -> ProbeRecord:

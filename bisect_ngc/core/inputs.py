@@ -13,6 +13,7 @@ from ..errors import UserError
 from ..vcs.history import History
 from .records import ProbeRecord, SessionRecord
 from .search import RepeatPolicy, Result, Round, Verdict
+from .belief import DEFAULT_CONFIDENCE
 from .verification import DEFAULT_VERIFY
 
 
@@ -126,4 +127,6 @@ class Settings:
     retry_skips: bool = False          # ignore cached skips (their cause may be fixed)
     max_skips: int | None = DEFAULT_MAX_SKIPS   # stop as ambiguous past this many; None: never
     verify: int = DEFAULT_VERIFY       # fresh probes of each side of the answer (rerun.py)
+    confidence: float = DEFAULT_CONFIDENCE  # the belief an answer needs (belief_judge.py)
+    premises: int = 1                  # fresh runs of each side of a belief's answer
     probe_argv: list[str] = field(default_factory=list)

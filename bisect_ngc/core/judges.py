@@ -1,6 +1,8 @@
 """How probes become the search's verdicts, and what a round probes: the strategy the engine
-is given. PassFail, the default, takes each probe's verdict as it is; metric/measured.py's
-MetricJudge measures instead (one number a run, a sequential test per commit)."""
+is given. PassFail takes each probe's verdict as it is (release mode's tiers search with
+it); belief_judge.py's BeliefJudge weighs every run under a flake model (any other
+pass/fail bisection); metric/measured.py's MetricJudge measures instead (one number a run,
+a sequential test per commit)."""
 from __future__ import annotations
 
 from typing import Iterator, Protocol
@@ -35,6 +37,12 @@ class Judge(Protocol):
     def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> bool:
         """Take in a stored probe; False leaves its verdict to the engine."""
 
+    def reuses_probe(self, index: int) -> bool:
+        """Whether a cached probe may stand in for this commit's next probe."""
+
+    def cached_form(self, rec: ProbeRecord) -> ProbeRecord:
+        """What the result cache keeps of a probe."""
+
     def answer(self, found: Result) -> Result:
         """The answer as this judge words it."""
 
@@ -66,6 +74,12 @@ class PassFail:
 
     def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> bool:
         return False
+
+    def reuses_probe(self, index: int) -> bool:
+        return True
+
+    def cached_form(self, rec: ProbeRecord) -> ProbeRecord:
+        return rec
 
     def answer(self, found: Result) -> Result:
         return found

@@ -80,6 +80,8 @@ class SessionResult:
     ships: list[dict[str, str]] = field(default_factory=list)  # catalog releases with it
     components: dict[str, Any] | None = None   # which part of the container, when not torch
     metric: dict[str, Any] | None = None       # --metric: the samples' summary and effects
+    confidence: float | None = None            # P(the answer) under the belief, where stated
+    belief: dict[str, Any] | None = None       # the belief behind it (belief_judge.summary)
 
 
 @dataclass

@@ -75,7 +75,7 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], jobs: int = 1,
     old, new = verdicts[0], verdicts[n - 1]
     skipped = tuple(sorted(i for i, v in verdicts.items() if v is Verdict.SKIP))
     if Verdict.SKIP in (old, new) or old is new:
-        return Result(Status.INVALID_ENDPOINTS, explanation=_endpoint_problem(old, new),
+        return Result(Status.INVALID_ENDPOINTS, explanation=endpoint_problem(old, new),
                       old_outcome=old, new_outcome=new, skipped=skipped)
 
     lo, hi = open_interval(n, verdicts)
@@ -147,7 +147,7 @@ def open_interval(n: int, verdicts: Mapping[int, Verdict]) -> tuple[int, int]:
     return lo, hi
 
 
-def _endpoint_problem(old: Verdict, new: Verdict) -> str:
+def endpoint_problem(old: Verdict, new: Verdict) -> str:
     if old is Verdict.SKIP and new is Verdict.SKIP:
         return "neither endpoint could be tested; check the build and test commands at both"
     if old is Verdict.SKIP:
@@ -233,6 +233,14 @@ def _pick(ideal: int, left: int, right: int, lo: int, hi: int, verdicts: Mapping
         if best is None or score < best:
             best = score
     return nearest if best is None else best[2]
+
+
+def skip_chances(n: int, untestable: Collection[int]) -> list[float]:
+    """How likely a try of each index gives no verdict: 1 for a known untestable one, and
+    beside a stretch of them, the chance that decays away from it (a try of a commit is
+    never written off entirely: 0.9 at most)."""
+    runs = _skip_runs(-1, n, {i: Verdict.SKIP for i in untestable})
+    return [1.0 if i in untestable else min(0.9, _skip_chance(i, runs)) for i in range(n)]
 
 
 def _skip_chance(x: int, runs: list[tuple[int, int]]) -> float:

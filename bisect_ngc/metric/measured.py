@@ -136,6 +136,12 @@ class MetricJudge:
             rec.details["gpu_clocks"] = host_gpu.clocks()
         return rec
 
+    def reuses_probe(self, index: int) -> bool:
+        return False
+
+    def cached_form(self, rec: ProbeRecord) -> ProbeRecord:
+        return rec
+
     def note(self, rec: ProbeRecord, verdicts: dict[int, Verdict]) -> bool:
         i = rec.idx
         numbers_ = [(rec.round, float(v)) for v in rec.details.get("samples") or []]

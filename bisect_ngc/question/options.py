@@ -12,6 +12,7 @@ their defaults from `SlurmSettings`, which the backend registry names.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -24,6 +25,7 @@ from ..core.inputs import DEFAULT_MAX_SKIPS
 from ..images.releases import UPSTREAM
 from ..core.search import RepeatPolicy
 from ..prebuilt.tiers import MAP_RULES
+from ..core.belief import DEFAULT_CONFIDENCE
 from ..core.verification import DEFAULT_VERIFY
 from .flags import (CONTAINERS, PATH, RELEASE, ROUNDS, SLURM, WHAT, Opt, declarations,
                     flag_field, opt)
@@ -216,22 +218,45 @@ class Options:
         return self.backend or ("docker" if self.release_mode else "local")
 
 
+class _Probability(click.FloatRange):
+    """A FloatRange that refuses NaN (which compares false with both bounds)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        out = super().convert(value, param, ctx)
+        if math.isnan(out):
+            self.fail("nan is not a probability", param, ctx)
+        return out
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How each commit is run (the `run` group)."""
 
-    repeat: int = flag_field(ROUNDS, "--repeat", "Test runs per commit, for flaky repros.",
-                       group="run", type=click.IntRange(1, 100), default=1, show_default=True)
+    repeat: int = flag_field(ROUNDS, "--repeat",
+        "Test runs per probe (a floor: the belief asks for more where it needs them).",
+        group="run", type=click.IntRange(1, 100), default=1, show_default=True)
     repeat_policy: str = flag_field(ROUNDS, "--repeat-policy",
-        "any: one failing run makes the commit fail (intermittent failures). majority: the "
+        "Release mode, probe and components only (a bisection of commits weighs every run): "
+        "any: one failing run makes the commit fail, and its runs stop there. majority: the "
         "commoner of pass/fail wins; a tie is a skip.", group="run",
         type=click.Choice([p.value for p in RepeatPolicy]), default="any", show_default=True)
     verify: int = flag_field(ROUNDS, "--verify",
-        "Before an answer is given, run the pair it rests on again, fresh and interleaved, "
-        "this many times each (a probe under --repeat each time; for components, swaps until "
-        "one side leads by this many). The answer stands only if they agree; otherwise it is "
-        "ambiguous (components: unresolved), with the runs. 0: no fresh runs.", group="run",
+        "Fresh runs of each side of the answer. A bisection the belief drives (--confidence) "
+        "needs its answer seen new and its parent old in this session, once each, or this "
+        "many times when given (never less than once). Release mode's tiers run the pair "
+        "again, fresh and interleaved, this many times each, and components swap until one "
+        "side leads by this many; the answer stands only if they agree (else ambiguous or "
+        "unresolved, with the runs); 0 runs none there.", group="run",
         type=click.IntRange(0, 20), default=DEFAULT_VERIFY, show_default=True)
+    confidence: float = flag_field(ROUNDS, "--confidence",
+        "How sure a pass/fail answer must be before it is given: every run updates a belief "
+        "over where the change is, with a flake model learnt from the runs, and the most "
+        "probable answer is given once it reaches this (with its premises seen fresh); "
+        "short of it within the budget, the answer is ambiguous, with the candidates' "
+        "probabilities. Release mode's prebuilt tiers search by --repeat and --verify "
+        "instead.", group="run", type=_Probability(0.5, 0.999999), metavar="P",
+        default=DEFAULT_CONFIDENCE, show_default=True)
 
 
 @dataclass(frozen=True)

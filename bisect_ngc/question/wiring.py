@@ -24,6 +24,7 @@ from . import component_mode
 from ..core.artifacts import ArtifactStore
 from ..core.probes import Backend, BackendSetup
 from ..core.inputs import Events, Range, Settings, Tier
+from ..core.belief_judge import BeliefJudge
 from ..core.engine import Bisection
 from ..errors import UserError
 from ..vcs.mirrors import redact_url
@@ -170,15 +171,19 @@ class Question:
             return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
                              events=events, ships=self.ships, overlays=self.overlays(),
                              judge=MetricJudge(metric, span.candidates, settings))
-        tiers = self.tiers(listing)
+        tiers, overlays, span = self.tiers(listing), self.overlays(), self.span_or_raise()
+        if not (self.opts.release_mode or tiers or overlays) and len(span.candidates) > 1:
+            return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
+                             events=events, ships=self.ships,
+                             judge=BeliefJudge(span.candidates, settings))
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
-        images = ImageEvidence(tiers, self.span_or_raise().candidates, settings.jobs,
+        images = ImageEvidence(tiers, span.candidates, settings.jobs,
                                swaps=self.swaps(tiers, settings),
                                rebase=self.rebased if follows else None) \
             if self.opts.release_mode else None
-        return Bisection(self.store, self.span_or_raise(), self.recipe, self.backend_or_raise(), settings,
-                         events=events, ships=self.ships, tiers=tiers,
-                         overlays=self.overlays(), images=images)
+        return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
+                         events=events, ships=self.ships, tiers=tiers, overlays=overlays,
+                         images=images)
 
     def follows_narrowing(self) -> bool:
         o = self.opts
@@ -362,6 +367,14 @@ def command_line(ctx: click.Context, command: str = "probe", drop: tuple[str, ..
 def run_settings(asked: Asked, ctx: click.Context) -> Settings:
     """How the engine runs this command line's bisection."""
     run, bis = asked.run, asked.bisect
+    if "repeat_policy" in asked.given and not asked.question.release_mode and \
+            asked.question.metric is None:
+        raise UserError("--repeat-policy no longer applies to a bisection of commits: every "
+                        "run enters its belief, and --confidence says how sure the answer "
+                        "must be; drop --repeat-policy (--repeat N still runs each probe N "
+                        "times)")
     return Settings(jobs=bis.jobs, repeat=run.repeat, policy=RepeatPolicy(run.repeat_policy),
                     retry_skips=asked.question.retry_skips, probe_argv=command_line(ctx),
-                    verify=run.verify, max_skips=bis.max_skips or None)
+                    verify=run.verify, max_skips=bis.max_skips or None,
+                    confidence=run.confidence,
+                    premises=run.verify if "verify" in asked.given else 1)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import jinja2
 
 from ..errors import UserError
+from ..core.belief_judge import belief_words
 from ..core.environments import Environment
 from .metric_plot import metric_svg
 from ..core.search import Verdict, ceil_log, open_interval
@@ -257,6 +258,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     metric = result.metric if result and result.metric and result.metric["samples"] else None
     return {
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
+        "sure": belief_words(result.belief) if result and result.belief else None,
         "origin": params.origin, "slug": github_slug(params.origin), "first": first,
         "last": last,
         "subject": params.subject,

@@ -101,21 +101,16 @@ FLAKY = ('echo "$BISECT_COMMIT" >> "$COUNTER"; '
 
 @pytest.mark.slow
 def test_a_flake_at_the_answer_is_caught_before_it_is_given(tmp_path, monkeypatch, run_cli):
+    """A plain range is judged by the belief: the runs that earn its confidence run the
+    flaky commits again, and their passes outweigh the first failure (--verify 0 too:
+    the fixed re-check of this module is release mode's)."""
     shas = make_repo(tmp_path / "r", 40, 23)
     monkeypatch.setenv("COUNTER", str(tmp_path / "counter"))
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st0", "--json", "--verify",
-                                       "0", test=FLAKY))
-    unchecked = json.loads(out)
-    # Without the check, the flake names an old commit (the bug this guards against).
-    assert code == 0 and unchecked["first_new"] in shas[19:23], unchecked
-    (tmp_path / "counter").unlink()
-    code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / "st", "--json", test=FLAKY))
-    res = json.loads(out)
-    assert code == 4 and res["status"] == "ambiguous", res
-    assert "did not hold up" in res["explanation"] and res["first_new"] is None
-    assert res["verification"]["probes"] >= 1
-    _, log, _ = run_cli(["log", "--state", tmp_path / "st"])
-    assert "[answer run again]" in log
-    from pathlib import Path
-    md = Path(res["report"]).read_text()
-    assert "The answer's pair run again, fresh, before it was given" in md
+    for verify in ("0", "3"):
+        code, out, _ = run_cli(bisect_args(tmp_path / "r", tmp_path / f"st{verify}", "--json",
+                                           "--verify", verify, test=FLAKY))
+        res = json.loads(out)
+        assert code == 0 and res["first_new"] == shas[23], res
+        seen = (tmp_path / "counter").read_text().split()
+        assert any(seen.count(c) > 1 for c in shas[19:23]), "no flaky commit was run again"
+        (tmp_path / "counter").unlink()

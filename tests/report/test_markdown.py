@@ -124,10 +124,13 @@ def test_second_run_report_marks_cached_probes(tmp_path, run_cli):
     bisect(run_cli, tmp_path, tmp_path / "r")
     code, out, _ = bisect(run_cli, tmp_path, tmp_path / "r")
     res = json.loads(out)
-    md = check_report(Path(res["report"]), tmp_path, res["cached"])
+    md = check_report(Path(res["report"]), tmp_path, res["probes"] + res["cached"])
     rows = table_rows(sections(md)["Probes"])
-    assert rows and all(r[-1] == "yes" for r in rows)
-    assert "from the result cache" in md
+    fresh = [r for r in rows if r[-1] != "yes"]       # the answer's premises, seen again
+    assert res["probes"] == len(fresh) == 2
+    assert {r[2].strip("`") for r in fresh} == {res["first_new"][:12], res["last_old"][:12]}
+    evidence = "".join(t.content for t in sections(md)["Evidence"] if t.type == "inline")
+    assert "from the result cache" not in evidence      # the premises were seen afresh
 
 
 def test_ambiguous_report_lists_the_candidates(tmp_path, run_cli):
