@@ -75,11 +75,19 @@ def _num(value: float | None) -> str:
 
 
 def _calibration(stated: list[Outcome]) -> str:
-    bins: dict[str, list[Outcome]] = defaultdict(list)
+    """The answers given as answers (a commit, or no change; not `ambiguous`, whose stated
+    probability is of a guess it does not give), by family and by the probability stated:
+    how many were right (a right commit, or no change where nothing changed)."""
+    bins: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     for o in stated:
-        bins["≥ 0.99" if (o.confidence or 0) >= 0.99 else "< 0.99"].append(o)
-    return "\n".join(f"- stated {b}: {sum(o.grade == 'right' for o in group)} right of "
-                     f"{len(group)}" for b, group in sorted(bins.items()))
+        if o.status != "ambiguous":
+            bins[(o.family, "≥ 0.99" if (o.confidence or 0) >= 0.99 else "< 0.99")].append(o)
+    lines = ["| family | stated | answers | right | right (%) |", "|---|---|---:|---:|---:|"]
+    for (family, b), group in sorted(bins.items()):
+        good = sum(o.grade in ("right", "honest") for o in group)
+        lines.append(f"| {family} | {b} | {len(group)} | {good} | "
+                     f"{100 * good / len(group):.1f} |")
+    return "\n".join(lines)
 
 
 def agreement(outcomes: list[Outcome]) -> list[str]:
