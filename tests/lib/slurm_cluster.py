@@ -68,8 +68,10 @@ def my_jobs(session: str) -> list[str]:
 
 
 def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
-    """commit -> how many test tasks sacct saw for it. Each task's output file names its
-    job and index, and the test script of that round lists the commits by index."""
+    """commit -> how many test tasks sacct saw for each of its probes (1: one submission
+    each; a commit the belief ran k times fresh has k probes, each its own task). Each
+    task's output file names its job and index, and the test script of that round lists
+    the commits by index."""
     name = f"bisect-ngc-test-{session}-{state_tag(tmp)}"
     rounds = tmp / "st" / "slurm" / "rounds" / session
     store = Store(tmp / "st")
@@ -91,7 +93,10 @@ def submitted_tests(tmp: Path, session: str) -> dict[str, int]:
         counts[commit] = counts.get(commit, 0) + 1
     for check in store.checks(session):   # the answer's fresh re-runs: submissions of their own
         counts[check.commit] -= 1
-    return {commit: k for commit, k in counts.items() if k}
+    for p in store.probes(session):       # a probe after the first of its commit
+        if not p.cached:
+            counts[p.commit] = counts.get(p.commit, 0) - 1
+    return {commit: k + 1 for commit, k in counts.items() if k + 1}
 
 
 def kill_after_two_rounds_and_rerun(argv: list[str], state: Path,
