@@ -65,11 +65,11 @@ def test_bisects_a_c_extension_in_containers_and_reuses_everything(cext, tmp_pat
     built = [p for p in probes if p.build_s is not None]
     assert built and all(p.details["build_reused"] is False for p in built)
     assert not containers(f"bisect-ngc.session={res['session']}")
-    # The same question again: the runs from the cache, nothing built; only the answer's
-    # two premises run again, fresh.
+    # The same question again: the runs from the cache, nothing built; the answer's two
+    # premises run again, fresh, and at most one more round of --jobs 2 if the belief asks.
     code, out, _ = run_cli(docker_args(repo, tmp_path, "--json", "--jobs", "2"))
     again = json.loads(out)
-    assert code == 0 and again["probes"] == 2 and again["builds"] == 0
+    assert code == 0 and 2 <= again["probes"] <= 4 and again["builds"] == 0, again
     assert 2 <= again["cached"] <= len({p.idx for p in probes})
     # Another test of the same builds in a new state dir: verdicts are new, builds are not.
     other = CEXT_TEST.replace("!= 41", "not in (41,)")
