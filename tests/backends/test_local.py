@@ -206,6 +206,7 @@ def _open_store(root: str) -> str:
         return str(exc)
 
 
+@pytest.mark.slow
 def test_processes_creating_one_state_at_once_never_see_it_truncated(tmp_path):
     """CI saw one of three sessions read another's new, still empty state.db as truncated."""
     ctx = multiprocessing.get_context("spawn")
