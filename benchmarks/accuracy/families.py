@@ -80,11 +80,11 @@ FAMILIES = ("linear", "merges", "intermittent", "null", "metric", "components",
 
 def claimed(family: str, cell: str) -> bool:
     """Whether the tool claims to answer this cell right today: a wrong `found` there is a
-    failure, not a finding. Merges are issue 51's; an intermittent test is judged by its
+    failure, not a finding. An intermittent test is judged by its
     rate of wrong answers (at most 1% is the belief's aim, issue 50), which one wrong answer
     in a small sample neither proves nor refutes; per-build speed offsets and slow paths in
     a minority of runs are issue 52's."""
-    if family in ("merges", "intermittent"):
+    if family == "intermittent":
         return False
     if family == "metric":
         return not cell.startswith(("per-commit offsets", "minority", "spikes"))

@@ -37,7 +37,7 @@ def tool(case: Case, state: Path) -> Outcome:
                                 also_right=case.also_right),
                    runs, builds, confidence=res.get("confidence"),
                    note=str(res.get("explanation") or res.get("message") or "")[:300],
-                   extra={"exit": code, "merge": bool(res.get("merge"))})
+                   extra={"exit": code, "merge": bool(res.get("descents"))})
 
 
 _FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)

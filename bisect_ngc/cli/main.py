@@ -16,7 +16,7 @@ import click
 from . import json_output
 from .json_output import emit, json_option
 from .. import __version__
-from ..core.inputs import Settings, stop_if_needed
+from ..core.inputs import Range, Settings, stop_if_needed
 from ..errors import (EXIT_AMBIGUOUS, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_INVALID_ENDPOINTS,
                       EXIT_NOT_IN_COMMITS, UserError)
 from .cache import cache
@@ -25,7 +25,7 @@ from .metric_text import print_measurement
 from ..vcs.mirrors import redact_url
 from ..vcs.worktrees import release_lanes
 from .help_sections import RichGroup, epilog, install as install_help_sections
-from ..question.merges import branch_range
+from ..question.merges import descend
 from ..question.recipe import host_snapshot, key_drift
 from ..question.metric import metric_from
 from .catalog import releases, resolve
@@ -36,9 +36,9 @@ from .slurm import slurm
 from .progress import make_events, say
 from ..question.options import BISECTION, option
 from ..question.rules import Asked, asked_options
-from ..question.wiring import Question, ask, jobs_notes, run_settings
+from ..question.wiring import Question, ask, command_line, jobs_notes, run_settings
 from .help_texts import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP
-from .answers import descended, report_or_none, session_summary
+from ..question.answers import answer_summary, report_or_none
 from .summary_text import print_dry_run, print_summary
 from ..core.search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
 from ..core.engine import Bisection
@@ -108,22 +108,28 @@ def bisect(ctx: click.Context, asked: Asked, as_json: bool) -> int:
         q.backend_or_raise().prepare()
         bis.events = make_events(how.jobs, quiet)
         bis, result = _run(q, bis)
-        summary, titles = session_summary(q, bis, result)
-        found = result.first_new if result.status == "found" else None
-        inside = branch_range(q.span_or_raise().history, found) \
-            if found and not how.no_descend else None
-        if found and inside is not None:
-            say(f"the answer {found[:12]} is a merge: bisecting the branch it "
-                "merged (--no-descend stops at the merge)")
-            inner = replace(q, span=inside, recipe=bis.recipe, backend=bis.backend)
-            branch = inner.bisection(settings, metric=metric)
+        inner: dict[str, SessionResult] = {}
+
+        def branch(span: Range, why: str) -> tuple[Bisection, SessionResult]:
+            say(why)
+            sub = replace(q, span=span, recipe=bis.recipe, backend=bis.backend)
+            b = sub.bisection(settings, metric=metric)
             try:
-                with SessionLock(opts.state, branch.key, branch.predicted_session()[0]):
-                    branch.events = make_events(how.jobs, quiet)
-                    summary, titles = descended(summary, titles, q, *_run(inner, branch), ctx)
+                with SessionLock(opts.state, b.key, b.predicted_session()[0]):
+                    b.events = make_events(how.jobs, quiet)
+                    b, res = _run(sub, b)
             except BaseException:       # the same command resumes the outer session, then this
                 q.store.set_status(bis.sid, SessionStatus.INTERRUPTED)
                 raise
+            inner[b.sid] = res
+            return b, res
+
+        def look_inside(base: str, tip: str) -> list[str]:
+            return [] if opts.release_mode else (     # --from/--to name releases
+                command_line(ctx, "bisect", ("old", "new")) + ["--old", base, "--new", tip])
+        levels = [] if how.no_descend else \
+            descend(q.span_or_raise().history, result, branch, look_inside)
+        summary, titles = answer_summary(q.store, bis, result, levels, inner, say)
     for note in key_drift(before, bis.recipe):
         say(note)
     if as_json:
@@ -141,7 +147,7 @@ def _run(q: Question, bis: Bisection) -> tuple[Bisection, SessionResult]:
     except KeyboardInterrupt:
         sid = bis.session.id if bis.session else None
         if sid:
-            report_or_none(q.store, sid)
+            report_or_none(q.store, sid, say)
         raise UserError(f"interrupted; session {sid} is kept in {q.opts.state}",
                         hint="run the same command again to resume: " +
                         shlex.join(["bisect-ngc", *map(redact_url, _invocation["args"])]),

@@ -38,10 +38,10 @@ def print_summary(summary: dict[str, Any], titles: dict, probe_argv: list[str]) 
                 if row:
                     click.echo(f"  {row['author']}, {row['date']}")
             elif sha:
-                click.echo(f"Its first parent on the path ({summary['old_outcome']}): "
-                           f"{sha[:12]} {title}")
-        if summary.get("merge"):
-            _print_merge(summary["merge"])
+                which = {1: "first parent", 2: "second parent (the side it merged)"}.get(
+                    summary.get("parent") or 1, "parent")
+                click.echo(f"Its {which} ({summary['old_outcome']}): {sha[:12]} {title}")
+        _print_descents(summary.get("descents") or [])
         _print_belief(summary.get("belief"))
         click.echo(tally_line)
         click.echo("Reproduce the verdicts:")
@@ -118,14 +118,14 @@ def print_dry_run(requests: list, scripts: list[tuple[str, str]], as_json: bool,
     return 0
 
 
-def _print_merge(m: dict[str, Any]) -> None:
-    inside = m["inside"]
-    if inside["status"] == "found":
-        click.echo(f"It lies on the branch that the merge {m['commit'][:12]} brought into the "
-                   f"first-parent path ({m['base'][:12]}..{m['tip'][:12]}).")
-        return
-    click.echo(f"It is a merge. The branch it merged ({m['base'][:12]}..{m['tip'][:12]}), "
-               f"bisected on its own: {inside['status']}, {inside['explanation']}. "
-               "The change may need both sides of the merge." +
-               ("  To look inside it again:\n  " + shlex.join(m["look_inside"])
-                if m["look_inside"] else ""))
+def _print_descents(levels: list[dict[str, Any]]) -> None:
+    """The merges looked into, outermost first; where the last kept the merge, why, and
+    the command that looks inside it again."""
+    for lv in levels:
+        if lv["found"]:
+            click.echo(f"It lies on the branch that the merge {lv['merge'][:12]} brought in "
+                       f"({lv['base'][:12]}..{lv['tip'][:12]}, session {lv['session']}).")
+            continue
+        click.echo(f"It is a merge, and stays the answer: {lv['why'] or lv['status']}." +
+                   ("  To look inside it again:\n  " + shlex.join(lv["look_inside"])
+                    if lv["look_inside"] else ""))

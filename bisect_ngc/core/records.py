@@ -82,6 +82,7 @@ class SessionResult:
     metric: dict[str, Any] | None = None       # --metric: the samples' summary and effects
     confidence: float | None = None            # P(the answer) under the belief, where stated
     belief: dict[str, Any] | None = None       # the belief behind it (belief_judge.summary)
+    descents: list[dict[str, Any]] | None = None  # merges looked into (question/merges.py)
 
 
 @dataclass

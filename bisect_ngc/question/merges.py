@@ -1,35 +1,123 @@
-"""A merge named as the answer: the branch it brought in, and the range that a bisection
-inside it walks (`bisect` descends into it unless --no-descend, as cargo-bisect-rustc
-descends into a rollup)."""
+"""A merge named as the answer, looked into (`bisect` descends unless --no-descend, as
+cargo-bisect-rustc descends into a rollup).
+
+The answer M was compared with one of its parents, P, which behaved the old way. What M
+brought in came from its other parents. For each other parent T, the branch is the chain
+from where it left P's history (a merge base of P and T) up to T
+(`History.candidates`: every commit there is a child of the one before, so a sync
+merge puts no untested base under it). The branch's answer stands in for M only when the
+branch's ends behave as the outer ends did: its base the old way, its tip the new way
+(for --metric, a change in the same direction and of a comparable size). Otherwise, or
+when no branch commit alone shows the change, M itself is the answer, with the reason.
+The answer is looked into again while it is a merge, at any depth.
+"""
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from ..core.engine import Bisection
 from ..core.inputs import Range
+from ..core.records import SessionResult
 from ..vcs.history import History
 
-
-def merged_branch(history: History, sha: str) -> tuple[str, str] | None:
-    """(merge base, tip) of the branch that the merge `sha` brought in, or None when `sha`
-    is not a merge of two parents, or brought in no commit of its own. The base is an
-    ancestor of the merge's first parent, which behaved the old way; the tip may not
-    behave the new way on its own (the change can come from the two sides together): a
-    bisection of the branch then says its endpoints behave the same."""
-    parents = history.repo.commit(sha).parents
-    if len(parents) != 2:           # not a merge, or an octopus: no one branch to walk
-        return None
-    bases = history.repo.merge_base(parents[0], parents[1])
-    if not bases or bases[0].hexsha == parents[1].hexsha:
-        return None                 # the branch was in already (`-s ours`, merged twice)
-    return bases[0].hexsha, parents[1].hexsha
+MAX_DEPTH = 16
 
 
-def branch_range(history: History, merge: str) -> Range | None:
-    """The range inside the merge `merge`: from the merge base to the tip it merged,
-    first-parent, as `git bisect` without --first-parent would walk it; None where
-    `merged_branch` finds no branch."""
-    branch = merged_branch(history, merge)
-    if branch is None:
-        return None
-    base, tip = branch
+@dataclass
+class Level:
+    """One merge looked into: the branch searched and what it gave."""
+
+    merge: str                     # the merge a search named
+    parent: str                    # the parent it was compared with (it behaved old)
+    base: str | None = None        # the branch searched: from here ...
+    tip: str | None = None         # ... to here (a parent of `merge`)
+    session: str | None = None     # the branch's session
+    status: str = "not searched"   # the branch search's status
+    found: str | None = None       # the branch's answer, when it stands in for the merge
+    why: str = ""                  # why the merge stays the answer, where it does
+    look_inside: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def branches(history: History, merge: str, parent: str) -> list[tuple[str, str]]:
+    """(base, tip) for each parent of `merge` other than `parent`: the tip, and each
+    merge base of it with `parent` (several after criss-cross merges), nearest first.
+    Empty for a commit that is not a merge, or a branch that was in already."""
+    out = []
+    for tip in (p.hexsha for p in history.repo.commit(merge).parents):
+        if tip == parent or history.is_ancestor(tip, parent):
+            continue
+        bases = [b.hexsha for b in history.repo.merge_base("--all", parent, tip)]
+        out += [(base, tip) for base in sorted(
+            bases, key=lambda b: -int(history.repo.git.rev_list("--count", b)))]
+    return out
+
+
+def branch_range(history: History, merge: str, base: str, tip: str) -> Range:
     return Range(history, base, tip, history.candidates(base, tip), history.identity(tip),
-                 {"old": f"{base[:12]} (merge base)",
+                 {"old": f"{base[:12]} (where the branch left)",
                   "new": f"{tip[:12]} (the branch merged by {merge[:12]})"})
+
+
+def disagrees(outer: SessionResult, inner: SessionResult) -> str | None:
+    """Why the branch's answer cannot stand in for the merge, or None when it can."""
+    if inner.status != "found":
+        return (f"the branch searched on its own: {inner.status}"
+                + (f" ({inner.explanation})" if inner.explanation else "")
+                + "; the change may need both sides of the merge")
+    if outer.metric or inner.metric:
+        a = ((outer.metric or {}).get("culprit") or {}).get("change")
+        b = ((inner.metric or {}).get("endpoints") or {}).get("change")
+        if a is None or b is None:
+            return "the branch's change could not be compared with the merge's"
+        if (a > 0) != (b > 0):
+            return (f"the branch changes the other way ({b:+.1%}, the merge {a:+.1%}): it "
+                    "answers another question")
+        if not 0.5 <= b / a <= 2.0:
+            return (f"the branch's change ({b:+.1%}) is not the size of the merge's "
+                    f"({a:+.1%})")
+        return None
+    if (inner.old_outcome, inner.new_outcome) != (outer.old_outcome, outer.new_outcome):
+        return (f"the branch's ends behave the other way round (its base {inner.old_outcome}, "
+                f"its tip {inner.new_outcome}): it answers another question")
+    return None
+
+
+Run = Callable[[Range, str], tuple[Bisection, SessionResult]]
+
+
+def descend(history: History, outer: SessionResult, run: Run,
+            look_inside: Callable[[str, str], list[str]]) -> list[Level]:
+    """Look into the answer while it is a merge. `run(range, why)` bisects a branch (a
+    session of its own) and returns it; `look_inside(base, tip)` is the command line that
+    does the same by hand. The last level's `found` is the answer, or the last merge when
+    it has none."""
+    levels: list[Level] = []
+    answer = outer
+    while answer.status == "found" and answer.first_new and answer.last_old \
+            and len(levels) < MAX_DEPTH:
+        merge, parent = answer.first_new, answer.last_old
+        ways = branches(history, merge, parent)
+        if not ways:
+            break
+        level = Level(merge, parent)
+        levels.append(level)
+        for base, tip in ways:
+            level.base, level.tip = base, tip
+            level.look_inside = look_inside(base, tip)
+            bis, inner = run(branch_range(history, merge, base, tip),
+                             f"the answer {merge[:12]} is a merge: bisecting the branch it "
+                             f"merged, {base[:12]}..{tip[:12]} (--no-descend stops at the "
+                             "merge)")
+            level.session = bis.sid
+            level.status = inner.status
+            level.why = disagrees(answer, inner) or ""
+            if not level.why:
+                level.found, answer = inner.first_new, inner
+                break
+        else:
+            break
+    return levels

@@ -190,6 +190,7 @@ def _commit_infos(store: Store, rec: Any, probes: list[ProbeRecord]
     wanted = {rec.candidates[0], rec.candidates[-1], *(p.commit for p in probes)}
     if result:
         wanted |= {s for s in (result.first_new, result.last_old, *result.candidates) if s}
+        wanted |= {lv[k] for lv in result.descents or () for k in ("merge", "found") if lv[k]}
     rows = store.commits(wanted)
     index = {sha: i for i, sha in enumerate(rec.candidates)}
 
@@ -256,7 +257,9 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     status = result.status if result else rec.status.value
     metric = result.metric if result and result.metric and result.metric["samples"] else None
+    descents = _descents(result, commit)
     return {
+        "descents": descents, "final": next((d for d in descents[::-1] if d["found"]), None),
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
         "sure": belief_words(result.belief) if result and result.belief else None,
         "origin": params.origin, "slug": github_slug(params.origin), "first": first,
@@ -288,6 +291,13 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         **_costs(probes, n, len(result.skipped if result else [])),
     }
+
+
+def _descents(result: Any, commit: Callable[[str | None], dict[str, Any] | None]
+              ) -> list[dict[str, Any]]:
+    """The merges looked into, each with its commits' titles and links."""
+    return [dict(lv, merge_c=commit(lv["merge"]), found_c=commit(lv["found"]))
+            for lv in (result.descents or [] if result else [])]
 
 
 def _verb(result, metric: dict[str, Any] | None) -> str:

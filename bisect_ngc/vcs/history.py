@@ -190,19 +190,40 @@ class History:
             return False
 
     def candidates(self, old: str, new: str) -> list[str]:
-        """OLD, then the first-parent path up to NEW, oldest first."""
+        """OLD, then a chain of commits up to NEW, oldest first, each a child of the one
+        before it: NEW's first-parent path, and where OLD is not on that path, the path
+        through the parent that holds OLD (the merge that brought OLD in, then OLD's own
+        branch). So the commit before an answer is always its real parent."""
         if old == new:
             raise UserError("the old and new revisions are the same commit",
                             hint="pick two different commits to bisect between")
         out = self.repo.git.rev_list("--first-parent", "--reverse", "--parents", new, f"^{old}")
         lines = out.splitlines()
-        # Fast path: OLD is the first parent of the oldest listed commit, so it is an
-        # ancestor on the path; otherwise ask merge-base (slower on big histories).
-        on_path = bool(lines) and lines[0].split()[1:2] == [old]
-        if not on_path and not self.is_ancestor(old, new):
+        # Fast path: OLD is the first parent of the oldest listed commit, so it is on
+        # the path and the path is a chain; otherwise ask merge-base (slower).
+        if bool(lines) and lines[0].split()[1:2] == [old]:
+            return [old] + [line.split()[0] for line in lines]
+        if not self.is_ancestor(old, new):
             raise UserError(f"{old[:12]} is not an ancestor of {new[:12]}",
                             hint=self._unrelated_hint(old, new))
-        return [old] + [line[:line.index(" ")] if " " in line else line for line in lines]
+        return self._chain(old, new)
+
+    def _chain(self, old: str, new: str) -> list[str]:
+        """From NEW down to OLD through first parents, stepping to another parent only
+        where the first does not hold OLD (the commits between hold OLD: --ancestry-path)."""
+        rows = self.repo.git.rev_list("--ancestry-path", "--parents", new, f"^{old}")
+        parents = {row.split()[0]: row.split()[1:] for row in rows.splitlines()}
+        chain, at = [], new
+        while at != old:
+            chain.append(at)
+            at = next(p for p in parents[at] if p == old or p in parents)
+        return [old] + chain[::-1]
+
+    def parent_number(self, child: str, parent: str) -> int:
+        """Which parent of CHILD is PARENT: 1 for the first, 2 for a merge's second; 0
+        where it is none of them."""
+        shas = [p.hexsha for p in self.repo.commit(child).parents]
+        return shas.index(parent) + 1 if parent in shas else 0
 
     def shallow(self) -> bool:
         return self.repo.git.rev_parse("--is-shallow-repository") == "true"

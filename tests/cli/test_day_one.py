@@ -264,11 +264,14 @@ def test_a_merge_on_the_path_is_descended_into_as_git_bisect_would(tmp_path, run
     code, out, err = run_cli(line)
     told = json.loads(out)
     assert code == 0 and told["first_new"] == side, told
-    assert told["merge"]["commit"] == merge and "a merge: bisecting the branch" in err
+    assert [d["merge"] for d in told["descents"]] == [merge] and told["descents"][0]["found"] == side
+    assert "a merge: bisecting the branch" in err and told["session"] != told["descents"][0]["session"]
+    report = Path(told["report"]).read_text()
+    assert "## Merges looked into" in report and f"(`{side}`)" in report
     code, out, _ = run_cli([*line, "--no-descend", "--quiet"])
     told = json.loads(out)
     assert code == 0 and told["first_new"] == merge and told["first_new_pr"] == 7
-    assert told["merge"] is None
+    assert told["descents"] == []
     code, out, _ = run_cli([*line[:-1], "--no-descend", "--quiet"])
     assert "It is a merge" not in out and merge in out
 
@@ -281,7 +284,7 @@ def test_a_merge_whose_branch_alone_behaves_old_keeps_the_merge_as_the_answer(tm
     test = 'test "$(cat behaviour)" = old || ! test -e main.txt'     # needs main's side too
     code, out, _ = run_cli(["bisect", "--repo", tmp_path / "r", "--old", "main~3", "--new",
                             "main", "--test", test, "--state", tmp_path / "st", "--quiet"])
-    assert code == 0 and merge in out and "It is a merge" in out
+    assert code == 0 and merge in out and "It is a merge, and stays the answer" in out
     assert "invalid-endpoints" in out and "--old " in out
 
 
@@ -385,7 +388,7 @@ def test_a_merge_that_brings_in_nothing_new_is_not_descended_into(tmp_path, run_
                             "--test", 'test "$(cat behaviour)" = old', "--state",
                             tmp_path / "st", "--quiet", "--json"])
     told = json.loads(out)
-    assert code == 0 and told["first_new"] == merge and told["merge"] is None
+    assert code == 0 and told["first_new"] == merge and told["descents"] == []
 
 
 @pytest.mark.slow

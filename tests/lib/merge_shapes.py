@@ -9,7 +9,10 @@ files decide a commit's behaviour). The shapes of the merges issue:
 - crisscross: two branches that merged each other, the change on one of them;
 - cherrypick: the branch cherry-picked what the test needs, and the merge breaks on its
   own (both parents pass): the merge is the answer;
-- breaks: a merge that breaks while both parents pass: the merge is the answer.
+- breaks: a merge that breaks while both parents pass: the merge is the answer;
+- octopus: one merge of three branches, the change on one of them;
+- deep: main <- maintenance <- feature <- pull request, the change on the PR (three
+  levels of merges).
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from pathlib import Path
 
 from .histories import Case, Dag
 
-SHAPES = ("pr", "nested", "sync", "release", "crisscross", "cherrypick", "breaks")
+SHAPES = ("pr", "nested", "sync", "release", "crisscross", "cherrypick", "breaks",
+          "octopus", "deep")
 OLD, NEW = {"behaviour": "old\n"}, {"behaviour": "new\n"}
 
 
@@ -171,5 +175,48 @@ def _breaks(dag: Dag, rng: random.Random, base: int) -> tuple[int, list[int]]:
     return merge, []
 
 
+def _octopus(dag: Dag, rng: random.Random, base: int) -> tuple[int, list[int]]:
+    main = _run(dag, "main", base, _n(rng, 1, 3), "main")
+    which, tips, truth = rng.randrange(3), [], 0
+    for b in range(3):
+        k = _n(rng, 1, 4)
+        c = rng.randrange(k)
+        marks = [base]
+        for i in range(k):
+            marks.append(dag.commit(f"b{b}", f"b{b} {i}", [marks[-1]],
+                                    {f"b{b}.txt": f"{i}\n", **(NEW if b == which and i == c
+                                                               else {})}))
+        tips.append(marks[-1])
+        truth = marks[1 + c] if b == which else truth
+    files = {f: t for tip in tips for f, t in dag.files[tip].items() if f.startswith("b")}
+    merge = dag.commit("main", "Merge branches b0, b1 and b2", [main[-1], *tips],
+                       {**files, **(NEW)})
+    after = _run(dag, "main", merge, _n(rng, 1, 3), "after")
+    dag.old, dag.new = base, after[-1]  # type: ignore[attr-defined]
+    return truth, []
+
+
+def _deep(dag: Dag, rng: random.Random, base: int) -> tuple[int, list[int]]:
+    """Three levels: main <- maint <- feature <- pr; the change on the PR."""
+    main = _run(dag, "main", base, _n(rng, 1, 3), "main")
+    maint = _run(dag, "maint", main[0], _n(rng, 1, 3), "maint")
+    feature = _run(dag, "feature", maint[0], _n(rng, 1, 3), "feature")
+    k = _n(rng, 2, 5)
+    c = rng.randrange(k)
+    pr = [feature[-1]]
+    for i in range(k):
+        pr.append(dag.commit("pr", f"pr {i}", [pr[-1]],
+                             {"pr.txt": f"{i}\n", **(NEW if i == c else {})}))
+    top = pr[-1]
+    for branch, into in (("feature", feature[-1]), ("maint", maint[-1]), ("main", main[-1])):
+        top = dag.commit(branch, f"Merge {top} into {branch}", [into, top],
+                         {**dag.files[top], **{f: t for f, t in dag.files[into].items()
+                                               if f.startswith(branch)}})
+    after = _run(dag, "main", top, _n(rng, 1, 3), "after")
+    dag.old, dag.new = base, after[-1]  # type: ignore[attr-defined]
+    return pr[1 + c], []
+
+
 _SHAPES = {"pr": _pr, "nested": _nested, "sync": _sync, "release": _release,
-           "crisscross": _crisscross, "cherrypick": _cherrypick, "breaks": _breaks}
+           "crisscross": _crisscross, "cherrypick": _cherrypick, "breaks": _breaks,
+           "octopus": _octopus, "deep": _deep}
