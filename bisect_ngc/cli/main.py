@@ -41,6 +41,7 @@ from .help_texts import EXIT_CODES_HELP, RELEASE_HELP, VERDICT_HELP
 from ..question.answers import answer_summary, report_or_none
 from .summary_text import print_dry_run, print_summary
 from ..core.search import RepeatPolicy, expected_probes, expected_rounds, tiered_estimate
+from ..core.belief import Prior
 from ..core.engine import Bisection
 from ..core.probes import Backend
 from ..core.records import SessionResult, SessionStatus
@@ -110,10 +111,11 @@ def bisect(ctx: click.Context, asked: Asked, as_json: bool) -> int:
         bis, result = _run(q, bis)
         inner: dict[str, SessionResult] = {}
 
-        def branch(span: Range, why: str) -> tuple[Bisection, SessionResult]:
+        def branch(span: Range, why: str, prior: Prior | None
+                   ) -> tuple[Bisection, SessionResult]:
             say(why)
             sub = replace(q, span=span, recipe=bis.recipe, backend=bis.backend)
-            b = sub.bisection(settings, metric=metric)
+            b = sub.bisection(settings, metric=metric, prior=prior)
             try:
                 with SessionLock(opts.state, b.key, b.predicted_session()[0]):
                     b.events = make_events(how.jobs, quiet)

@@ -13,9 +13,10 @@ The answer is looked into again while it is a merge, at any depth.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
+from ..core.belief import Prior
 from ..core.engine import Bisection
 from ..core.inputs import Range
 from ..core.records import SessionResult
@@ -86,13 +87,21 @@ def disagrees(outer: SessionResult, inner: SessionResult) -> str | None:
     return None
 
 
-Run = Callable[[Range, str], tuple[Bisection, SessionResult]]
+Run = Callable[[Range, str, Prior | None], tuple[Bisection, SessionResult]]
+
+
+def informed(result: SessionResult) -> Prior | None:
+    """The branch is searched with the same test: its belief starts from how likely the
+    runs so far made it that the test is deterministic (never above 99.9%)."""
+    if not result.belief:
+        return None
+    return replace(Prior(), deterministic=min(0.999, result.belief["deterministic"]))
 
 
 def descend(history: History, outer: SessionResult, run: Run,
             look_inside: Callable[[str, str], list[str]]) -> list[Level]:
-    """Look into the answer while it is a merge. `run(range, why)` bisects a branch (a
-    session of its own) and returns it; `look_inside(base, tip)` is the command line that
+    """Look into the answer while it is a merge. `run(range, why, prior)` bisects a branch
+    (a session of its own) and returns it; `look_inside(base, tip)` is the command line that
     does the same by hand. The last level's `found` is the answer, or the last merge when
     it has none."""
     levels: list[Level] = []
@@ -111,7 +120,7 @@ def descend(history: History, outer: SessionResult, run: Run,
             bis, inner = run(branch_range(history, merge, base, tip),
                              f"the answer {merge[:12]} is a merge: bisecting the branch it "
                              f"merged, {base[:12]}..{tip[:12]} (--no-descend stops at the "
-                             "merge)")
+                             "merge)", informed(answer))
             level.session = bis.sid
             level.status = inner.status
             level.why = disagrees(answer, inner) or ""

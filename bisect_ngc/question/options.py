@@ -275,8 +275,9 @@ class BisectOptions:
     quiet: bool = flag_field(ROUNDS, ("--quiet", "-q"), "No progress display.", group="quiet",
                        replay=False, is_flag=True)
     no_descend: bool = flag_field(ROUNDS, "--no-descend",
-        "When the answer is a merge on the first-parent path, stop there instead of bisecting "
-        "the branch it merged (the commits from the merge base to its second parent).",
+        "When the answer is a merge, stop there instead of bisecting the branch it merged "
+        "(from where the branch left to the merged parent; again inside it, at any depth, "
+        "while the answer is a merge).",
         group="no_descend", is_flag=True)
     dry_run: bool = flag_field(ROUNDS, "--dry-run",
         "Print what the next round would run (with --backend slurm: its batch scripts) and "

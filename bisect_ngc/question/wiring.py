@@ -24,6 +24,7 @@ from . import component_mode
 from ..core.artifacts import ArtifactStore
 from ..core.probes import Backend, BackendSetup
 from ..core.inputs import Events, Range, Settings, Tier
+from ..core.belief import Prior
 from ..core.belief_judge import BeliefJudge
 from ..core.engine import Bisection
 from ..errors import UserError
@@ -162,10 +163,12 @@ class Question:
         return ArtifactStore(self.artifact_root)
 
     def bisection(self, settings: Settings, events: Events | None = None,
-                  metric: Metric | None = None, *, listing: bool = True) -> Bisection:
+                  metric: Metric | None = None, *, listing: bool = True,
+                  prior: Prior | None = None) -> Bisection:
         """The bisection this question asks for. Listing the prebuilt tiers (nightly
         indexes, artifact directories, downloads of their metadata) is its only I/O;
-        without `listing` (--dry-run) only the catalog's images are used, and it says so."""
+        without `listing` (--dry-run) only the catalog's images are used, and it says so.
+        `prior`: the belief's, where an earlier search of the same test informs it."""
         if metric is not None:    # builds only: an image's or a nightly's speed is not a commit's
             span = self.span_or_raise()
             return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
@@ -175,7 +178,7 @@ class Question:
         if not (self.opts.release_mode or tiers or overlays) and len(span.candidates) > 1:
             return Bisection(self.store, span, self.recipe, self.backend_or_raise(), settings,
                              events=events, ships=self.ships,
-                             judge=BeliefJudge(span.candidates, settings))
+                             judge=BeliefJudge(span.candidates, settings, prior))
         follows = self.follows_narrowing() and any(t.name == "image" for t in tiers)
         images = ImageEvidence(tiers, span.candidates, settings.jobs,
                                swaps=self.swaps(tiers, settings),
