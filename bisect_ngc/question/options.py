@@ -276,8 +276,7 @@ class BisectOptions:
                        replay=False, is_flag=True)
     no_descend: bool = flag_field(ROUNDS, "--no-descend",
         "When the answer is a merge, stop there instead of bisecting the branch it merged "
-        "(from where the branch left to the merged parent; again inside it, at any depth, "
-        "while the answer is a merge).",
+        "(from where it left to the merged parent; again, at any depth, while a merge).",
         group="no_descend", is_flag=True)
     dry_run: bool = flag_field(ROUNDS, "--dry-run",
         "Print what the next round would run (with --backend slurm: its batch scripts) and "
