@@ -122,10 +122,12 @@ def _print_descents(levels: list[dict[str, Any]]) -> None:
     """The merges looked into, outermost first; where the last kept the merge, why, and
     the command that looks inside it again."""
     for lv in levels:
+        which = "It" if not lv.get("change") else f"Change {lv['change']} of the metric's"
         if lv["found"]:
-            click.echo(f"It lies on the branch that the merge {lv['merge'][:12]} brought in "
-                       f"({lv['base'][:12]}..{lv['tip'][:12]}, session {lv['session']}).")
+            click.echo(f"{which} lies on the branch that the merge {lv['merge'][:12]} brought "
+                       f"in ({lv['base'][:12]}..{lv['tip'][:12]}, session {lv['session']})" +
+                       (f": {lv['found'][:12]}." if lv.get("change") else "."))
             continue
-        click.echo(f"It is a merge, and stays the answer: {lv['why'] or lv['status']}." +
+        click.echo(f"{which} is a merge, and stays the answer: {lv['why'] or lv['status']}." +
                    ("  To look inside it again:\n  " + shlex.join(lv["look_inside"])
                     if lv["look_inside"] else ""))

@@ -53,23 +53,28 @@ def _answer(store: Store, outer: Bisection, result: SessionResult,
         store.set_status(outer.sid, SessionStatus(result.status), result)
     summary, titles = session_summary(store, outer.sid, result, say)
     summary["descents"] = result.descents or []
-    deepest = next((lv for lv in reversed(levels) if lv.found), None)
+    for lv in levels:                   # a further --metric change found inside its merge
+        if lv.change and lv.found and summary.get("metric"):
+            summary["metric"]["changes"][lv.change - 1]["found"] = lv.found
+    deepest = next((lv for lv in reversed(levels) if lv.found and not lv.change), None)
     for lv in levels:
         if lv.session:
             part = tally(store.probes(lv.session))
             for key in COUNTS:
                 summary[key] += part[key]
     if deepest is None:
-        if levels:
+        kept = [lv for lv in levels if not lv.change]
+        if kept:
             summary["explanation"] = "; ".join(
-                p for p in (summary["explanation"], levels[-1].why) if p)
+                p for p in (summary["explanation"], kept[-1].why) if p)
         return summary, titles
     found = inner[deepest.session or ""]
     part, part_titles = session_summary(store, deepest.session or "", found, say)
-    for key in ("first_new", "last_old", "candidates", "old_outcome", "new_outcome",
-                "confidence", "belief", "metric", "first_new_title", "first_new_pr"):
+    for key in ("first_new", "last_old", "candidates", "confidence", "belief",
+                "first_new_title", "first_new_pr"):
         summary[key] = part[key]
-    path = " -> ".join(f"{lv.merge[:12]} (a merge)" for lv in levels if lv.found)
+    path = " -> ".join(f"{lv.merge[:12]} (a merge)" for lv in levels
+                       if lv.found and not lv.change)
     summary["explanation"] = (f"inside the merge{'s' if path.count('->') else ''} {path}: "
                               f"the branch's first commit with the new behaviour")
     return summary, {**titles, **part_titles}

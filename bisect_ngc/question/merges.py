@@ -37,6 +37,7 @@ class Level:
     status: str = "not searched"   # the branch search's status
     found: str | None = None       # the branch's answer, when it stands in for the merge
     why: str = ""                  # why the merge stays the answer, where it does
+    change: int = 0                # 0: the answer's; k: the k-th of a --metric `changes`
     look_inside: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -100,19 +101,39 @@ def informed(result: SessionResult) -> Prior | None:
 
 def descend(history: History, outer: SessionResult, run: Run,
             look_inside: Callable[[str, str], list[str]]) -> list[Level]:
-    """Look into the answer while it is a merge. `run(range, why, prior)` bisects a branch
-    (a session of its own) and returns it; `look_inside(base, tip)` is the command line that
-    does the same by hand. The last level's `found` is the answer, or the last merge when
-    it has none."""
+    """Look into each change the search found while it is a merge: the answer, and with
+    --metric every further change it found, each on its own. `run(range, why, prior)`
+    bisects a branch (a session of its own); `look_inside(base, tip)` is the command line
+    that does the same by hand. Per change, its last level's `found` is the commit, or
+    the last merge stays when it has none."""
     levels: list[Level] = []
-    answer = outer
+    for change, start in _changes(outer):
+        levels += _descend_one(history, start, run, look_inside, change)
+    return levels
+
+
+def _changes(outer: SessionResult) -> list[tuple[int, SessionResult]]:
+    """The answer (0), then each further change a --metric search found (k: the k-th of
+    its `changes`), as an answer of its own: the same direction check applies to each."""
+    out = [(0, outer)]
+    for k, c in enumerate((outer.metric or {}).get("changes", []), 1):
+        if c["first_new"] != outer.first_new:
+            out.append((k, replace(outer, first_new=c["first_new"], last_old=c["last_old"],
+                                   metric=dict(outer.metric or {},
+                                               culprit={"change": c["change"]}))))
+    return out
+
+
+def _descend_one(history: History, answer: SessionResult, run: Run,
+                 look_inside: Callable[[str, str], list[str]], change: int) -> list[Level]:
+    levels: list[Level] = []
     while answer.status == "found" and answer.first_new and answer.last_old \
             and len(levels) < MAX_DEPTH:
         merge, parent = answer.first_new, answer.last_old
         ways = branches(history, merge, parent)
         if not ways:
             break
-        level = Level(merge, parent)
+        level = Level(merge, parent, change=change)
         levels.append(level)
         for base, tip in ways:
             level.base, level.tip = base, tip
