@@ -68,9 +68,7 @@ def _print_belief(belief: dict[str, Any] | None) -> None:
         click.echo(f"How sure: {belief_words(belief)}.")
         if belief.get("stale"):
             click.echo(f"The cached runs of {len(belief['stale'])} commits disagree with every "
-                       "fresh run of them: the cache may be stale (a file or variable the test "
-                       "reads that its key misses). `bisect-ngc forget` drops what is "
-                       "remembered; `--key-env VAR` keys a variable the test reads.")
+                       f"fresh run of them: {belief['stale_advice']}.")
 
 
 def print_components(found: dict[str, Any] | None) -> None:

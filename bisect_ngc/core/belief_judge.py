@@ -21,6 +21,7 @@ import math
 from dataclasses import replace
 from typing import Any, Iterator
 
+from .advice import kept_build, stale_cache
 from .belief import Answer, Belief, Posterior, Prior, pick
 from .inputs import Settings
 from .probes import ProbeRequest
@@ -33,7 +34,7 @@ class BeliefJudge:
     reuses = True        # a cached probe's runs enter the belief (as evidence, never final)
 
     def __init__(self, candidates: list[str], settings: Settings, prior: Prior | None = None):
-        self.n = len(candidates)
+        self.n, self.candidates = len(candidates), candidates
         self.settings, self.confidence = settings, settings.confidence
         self.belief = Belief(self.n, prior)
         self.fresh = {"pass": [0] * self.n, "fail": [0] * self.n}
@@ -95,10 +96,7 @@ class BeliefJudge:
         step = self._plan(verdicts)
         clash = self._kept_clash()
         if isinstance(step, Result) and step.status is not Status.FOUND and clash:
-            step = replace(step, explanation=(
-                f"{step.explanation}; #{clash[0]} behaved otherwise on its kept build than "
-                "right after it was built: if the build installs outside the worktree and "
-                "$BISECT_ARTIFACTS (a shared virtualenv, say), pass --rebuild"))
+            step = replace(step, explanation=f"{step.explanation}; {kept_build(clash[0])}")
         return step
 
     def _kept_clash(self) -> list[int]:
@@ -154,6 +152,7 @@ class BeliefJudge:
         stale = self._stale()
         if stale:
             res.belief["stale"] = stale
+            res.belief["stale_advice"] = stale_cache([self.candidates[i] for i in stale])
         res.confidence = res.belief["probability"]
         return res
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Collection, Mapping, Sequence
 
+from .advice import kept_build, stale_cache
 from .search import Result, Status, Verdict
 
 # Fresh runs of each side of the answer, unless --verify says otherwise (0: none).
@@ -54,15 +55,11 @@ def settle(found: Result, pairs: Sequence[Claim], fresh: Fresh, verify: int, n: 
            if wrong is not None else f"#{short[0][0]} could not be run again {verify} time(s)")
     stale_at = wrong[0] if wrong is not None else -1
     stale = (cached or {}).get(stale_at)
-    advice = (f"#{stale_at}'s verdict came from the cache of an earlier session and may be "
-              f"stale (made under a build or test that its key does not tell apart from "
-              f"this one): drop it with `bisect-ngc forget --commit {stale[:12]}` (and the "
-              f"same --state) and run the same command again") if stale else \
+    advice = (f"#{stale_at}'s verdict came from the cache of an earlier session: "
+              + stale_cache([stale])) if stale else \
         "the test is flaky here: raise --repeat (or --repeat-policy majority) and run again"
     if not stale and stale_at in kept:
-        advice = (f"#{stale_at} was run again on its kept build: if the build installs "
-                  f"outside the worktree and $BISECT_ARTIFACTS (a shared virtualenv, say), "
-                  f"pass --rebuild; otherwise {advice}")
+        advice = f"{kept_build(stale_at)}; otherwise {advice}"
     return replace(found, status=Status.AMBIGUOUS, first_new=None,
                    candidates=tuple(range(1, n)),
                    explanation=f"the answer did not hold up: {why} ({runs}); {advice}")
