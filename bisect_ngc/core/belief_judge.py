@@ -171,6 +171,8 @@ class BeliefJudge:
         """Both endpoints behaved alike and no run of this test ever behaved otherwise (a
         cached one included): a test that never failed has nothing to weigh."""
         b = self.belief
+        if b.prior.differed:
+            return False
         return (best.kind == "all-good" and not any(b.fails)) or \
             (best.kind == "all-bad" and not any(b.passes))
 

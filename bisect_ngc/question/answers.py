@@ -53,15 +53,19 @@ def _answer(store: Store, outer: Bisection, result: SessionResult,
         store.set_status(outer.sid, SessionStatus(result.status), result)
     summary, titles = session_summary(store, outer.sid, result, say)
     summary["descents"] = result.descents or []
-    for lv in levels:                   # a further --metric change found inside its merge
-        if lv.change and lv.found and summary.get("metric"):
-            summary["metric"]["changes"][lv.change - 1]["found"] = lv.found
-    deepest = next((lv for lv in reversed(levels) if lv.found and not lv.change), None)
-    for lv in levels:
-        if lv.session:
-            part = tally(store.probes(lv.session))
-            for key in COUNTS:
-                summary[key] += part[key]
+    changes = (summary.get("metric") or {}).get("changes") or []
+    for lv in levels:                   # each --metric change: the commit inside its merge
+        if lv.found and changes:
+            k = lv.change - 1 if lv.change else next(
+                (i for i, c in enumerate(changes) if c["first_new"] == result.first_new), None)
+            if k is not None:
+                changes[k]["found"] = lv.found
+    deepest = next((lv for lv in reversed(levels) if not lv.change and not lv.why
+                    and lv.session), None)
+    for sid in {t["session"] for lv in levels for t in lv.tried}:
+        part = tally(store.probes(sid))
+        for key in COUNTS:
+            summary[key] += part[key]
     if deepest is None:
         kept = [lv for lv in levels if not lv.change]
         if kept:
@@ -70,13 +74,20 @@ def _answer(store: Store, outer: Bisection, result: SessionResult,
         return summary, titles
     found = inner[deepest.session or ""]
     part, part_titles = session_summary(store, deepest.session or "", found, say)
-    for key in ("first_new", "last_old", "candidates", "confidence", "belief",
-                "first_new_title", "first_new_pr"):
+    for key in ("status", "first_new", "last_old", "candidates", "confidence", "belief",
+                "first_new_title", "first_new_pr", "skipped"):
         summary[key] = part[key]
     path = " -> ".join(f"{lv.merge[:12]} (a merge)" for lv in levels
-                       if lv.found and not lv.change)
-    summary["explanation"] = (f"inside the merge{'s' if path.count('->') else ''} {path}: "
-                              f"the branch's first commit with the new behaviour")
+                       if not lv.change and not lv.why)
+    inside = f"inside the merge{'s' if path.count('->') else ''} {path}"
+    summary["explanation"] = f"{inside}: the branch's first commit with the new behaviour" \
+        if found.status == "found" else f"{inside}: {part['explanation']}"
+    kept = [lv for lv in levels if not lv.change]
+    if kept and kept[-1].why:
+        summary["explanation"] += f"; {kept[-1].merge[:12]} stays the answer: {kept[-1].why}"
+    if deepest.also:
+        summary["explanation"] += ("; another branch of this merge shows the change too: "
+                                   + ", ".join(sha[:12] for sha in deepest.also))
     return summary, {**titles, **part_titles}
 
 

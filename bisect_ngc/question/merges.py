@@ -38,6 +38,9 @@ class Level:
     found: str | None = None       # the branch's answer, when it stands in for the merge
     why: str = ""                  # why the merge stays the answer, where it does
     change: int = 0                # 0: the answer's; k: the k-th of a --metric `changes`
+    tried: list[dict[str, Any]] = field(default_factory=list)  # every branch searched
+    also: list[str] = field(default_factory=list)  # an octopus's other branches' answers
+    old_side: bool = False         # a branch's answer was already in the old side
     look_inside: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -65,8 +68,9 @@ def branch_range(history: History, merge: str, base: str, tip: str) -> Range:
 
 
 def disagrees(outer: SessionResult, inner: SessionResult) -> str | None:
-    """Why the branch's answer cannot stand in for the merge, or None when it can."""
-    if inner.status != "found":
+    """Why the branch's answer cannot stand in for the merge, or None when it can (an
+    ambiguous answer inside the branch, its ends as the outer's, stands as ambiguous)."""
+    if inner.status not in ("found", "ambiguous"):
         return (f"the branch searched on its own: {inner.status}"
                 + (f" ({inner.explanation})" if inner.explanation else "")
                 + "; the change may need both sides of the merge")
@@ -93,10 +97,12 @@ Run = Callable[[Range, str, Prior | None], tuple[Bisection, SessionResult]]
 
 def informed(result: SessionResult) -> Prior | None:
     """The branch is searched with the same test: its belief starts from how likely the
-    runs so far made it that the test is deterministic (never above 99.9%)."""
+    runs so far made it that the test is deterministic (never above 99.9%), and knows
+    the test has shown both behaviours (branch ends that both pass once are not the end)."""
     if not result.belief:
         return None
-    return replace(Prior(), deterministic=min(0.999, result.belief["deterministic"]))
+    return replace(Prior(), deterministic=min(0.999, result.belief["deterministic"]),
+                   differed=True)
 
 
 def descend(history: History, outer: SessionResult, run: Run,
@@ -125,29 +131,63 @@ def _changes(outer: SessionResult) -> list[tuple[int, SessionResult]]:
 
 
 def _descend_one(history: History, answer: SessionResult, run: Run,
-                 look_inside: Callable[[str, str], list[str]], change: int) -> list[Level]:
-    levels: list[Level] = []
-    while answer.status == "found" and answer.first_new and answer.last_old \
-            and len(levels) < MAX_DEPTH:
-        merge, parent = answer.first_new, answer.last_old
-        ways = branches(history, merge, parent)
-        if not ways:
-            break
-        level = Level(merge, parent, change=change)
-        levels.append(level)
-        for base, tip in ways:
-            level.base, level.tip = base, tip
-            level.look_inside = look_inside(base, tip)
-            bis, inner = run(branch_range(history, merge, base, tip),
-                             f"the answer {merge[:12]} is a merge: bisecting the branch it "
-                             f"merged, {base[:12]}..{tip[:12]} (--no-descend stops at the "
-                             "merge)", informed(answer))
-            level.session = bis.sid
-            level.status = inner.status
-            level.why = disagrees(answer, inner) or ""
-            if not level.why:
-                level.found, answer = inner.first_new, inner
-                break
-        else:
-            break
-    return levels
+                 look_inside: Callable[[str, str], list[str]], change: int,
+                 olds: tuple[str | None, ...] = (), depth: int = 0) -> list[Level]:
+    """The levels below `answer` while it is a merge. A branch's answer that is a merge
+    which only brought in what the old side had (and fixed) is not the change: the next
+    branch or base is tried, else the merge stays."""
+    merge, parent = answer.first_new, answer.last_old
+    if answer.status != "found" or not merge or not parent or depth >= MAX_DEPTH:
+        return []
+    ways = branches(history, merge, parent)
+    if not ways:
+        return []
+    olds = (*olds, parent)
+    level = Level(merge, parent, change=change)
+    below: list[Level] = []
+    answered = False
+    for base, tip in ways:
+        if answered and tip == level.tip:
+            continue                    # another base of a branch already answered
+        bis, inner = run(branch_range(history, merge, base, tip),
+                         f"the answer {merge[:12]} is a merge: bisecting the branch it "
+                         f"merged, {base[:12]}..{tip[:12]} (--no-descend stops at the "
+                         "merge)", informed(answer))
+        why = disagrees(answer, inner) or _in_old_side(history, inner, olds)
+        deeper: list[Level] = []
+        if not why and not answered:
+            deeper = _descend_one(history, inner, run, look_inside, change, olds, depth + 1)
+            if deeper and deeper[0].old_side and not deeper[0].found:
+                why = (f"{OLD_SIDE} {(inner.first_new or '')[:12]} is a merge that brought in "
+                       "what the old side had and fixed, not this change")
+        level.tried.append({"base": base, "tip": tip, "session": bis.sid,
+                            "status": inner.status, "why": why})
+        level.old_side = level.old_side or why.startswith(OLD_SIDE)
+        if answered:
+            if not why and inner.first_new:
+                level.also.append(inner.first_new)  # an octopus: another branch shows it
+            continue
+        level.base, level.tip, level.session, level.status, level.why = \
+            base, tip, bis.sid, inner.status, why
+        if not why:
+            answered, level.found, below = True, inner.first_new, deeper
+    level.look_inside = look_inside(level.base, level.tip) if level.base and level.tip else []
+    return [level, *below]
+
+
+OLD_SIDE = "the branch's answer"
+
+
+def _in_old_side(history: History, inner: SessionResult, olds: list[str | None]) -> str:
+    """Why a branch's answer cannot be the change: it is already in the old side (an
+    ancestor of a parent that behaved old), so the branch shows something the old side
+    had and fixed. Empty when it is not."""
+    first = inner.first_new
+    if inner.status != "found" or not first:
+        return ""
+    for old in olds:
+        if old and (first == old or history.is_ancestor(first, old)):
+            return (f"{OLD_SIDE} {first[:12]} is already in {old[:12]}, which "
+                    "behaved the old way: the branch shows something the old side has and "
+                    "fixed, not this change")
+    return ""

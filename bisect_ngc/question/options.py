@@ -277,7 +277,7 @@ class BisectOptions:
     no_descend: bool = flag_field(ROUNDS, "--no-descend",
         "When the answer is a merge, stop there instead of bisecting the branch it merged "
         "(from where it left to the merged parent; again, at any depth, while a merge).",
-        group="no_descend", is_flag=True)
+        group="no_descend", replay=False, is_flag=True)
     dry_run: bool = flag_field(ROUNDS, "--dry-run",
         "Print what the next round would run (with --backend slurm: its batch scripts) and "
         "stop; submits and builds nothing.", group="dry_run", replay=False, is_flag=True)

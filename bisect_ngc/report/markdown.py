@@ -259,7 +259,7 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     metric = result.metric if result and result.metric and result.metric["samples"] else None
     descents = _descents(result, commit)
     return {
-        "descents": descents, "final": next((d for d in descents[::-1] if d["found"]), None),
+        "descents": descents, "final": _final(descents),
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
         "sure": belief_words(result.belief) if result and result.belief else None,
         "origin": params.origin, "slug": github_slug(params.origin), "first": first,
@@ -298,6 +298,12 @@ def _descents(result: Any, commit: Callable[[str | None], dict[str, Any] | None]
     """The merges looked into, each with its commits' titles and links."""
     return [dict(lv, merge_c=commit(lv["merge"]), found_c=commit(lv["found"]))
             for lv in (result.descents or [] if result else [])]
+
+
+def _final(descents: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The deepest descent of the answer's own change that found a commit."""
+    found = [d for d in descents if d["found"] and not d["change"]]
+    return found[-1] if found else None
 
 
 def _verb(result, metric: dict[str, Any] | None) -> str:
