@@ -37,7 +37,7 @@ class Prior:
     shows: tuple[float, float] = (2.0, 1.0)        # Beta of q: a bad commit's run fails
     unrelated: tuple[float, float] = (1.0, 49.0)   # Beta of eps: a good commit's run fails
     no_change: float = 0.1               # P(every commit behaves alike), half each way
-    differed: bool = False               # this test was seen to pass and fail before
+    differed: bool = False               # this test showed both behaviours before
 
 
 @dataclass(frozen=True)

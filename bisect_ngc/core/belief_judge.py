@@ -29,6 +29,9 @@ from .records import ProbeRecord, SessionResult
 from .search import Result, Round, Status, Verdict, endpoint_problem, skip_chances
 from .verdicts import ProbeOutcome
 
+ALIKE_AGAIN = 3   # runs of each endpoint before "alike", from a test that showed both
+
+
 class BeliefJudge:
     verifies = False     # the premises are part of the answer, not a re-run after it
     reuses = True        # a cached probe's runs enter the belief (as evidence, never final)
@@ -169,9 +172,11 @@ class BeliefJudge:
     # --- the rule ------------------------------------------------------------------
     def _never_differed(self, best: Answer) -> bool:
         """Both endpoints behaved alike and no run of this test ever behaved otherwise (a
-        cached one included): a test that never failed has nothing to weigh."""
+        cached one included): a test that never failed has nothing to weigh. Where the
+        test showed both behaviours before (`Prior.differed`), the endpoints run again
+        first (`_premises`), and a test known to be flaky is weighed in full."""
         b = self.belief
-        if b.prior.differed:
+        if b.prior.differed and b.prior.deterministic < 0.5:
             return False
         return (best.kind == "all-good" and not any(b.fails)) or \
             (best.kind == "all-bad" and not any(b.passes))
@@ -183,6 +188,7 @@ class BeliefJudge:
         need = max(1, self.settings.premises)
         if not best.change:
             side = "fail" if best.kind == "all-bad" else "pass"
+            need = max(need, ALIKE_AGAIN if self.belief.prior.differed else 1)
             return tuple(i for i in (0, self.n - 1) if self.fresh[side][i] < need)
         new, old = ("fail", "pass") if best.kind == "regression" else ("pass", "fail")
         parent, first = best.ks[0] - 1, best.ks[-1]

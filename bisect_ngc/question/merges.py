@@ -96,13 +96,17 @@ Run = Callable[[Range, str, Prior | None], tuple[Bisection, SessionResult]]
 
 
 def informed(result: SessionResult) -> Prior | None:
-    """The branch is searched with the same test: its belief starts from how likely the
-    runs so far made it that the test is deterministic (never above 99.9%), and knows
-    the test has shown both behaviours (branch ends that both pass once are not the end)."""
-    if not result.belief:
+    """The branch is searched with the same test: its belief starts from what the runs so
+    far said of it: how likely it is deterministic (never above 99.9%), how often the new
+    side showed its behaviour, and that it showed both behaviours (so branch ends that
+    pass alike run again before they are believed)."""
+    b = result.belief
+    if not b:
         return None
-    return replace(Prior(), deterministic=min(0.999, result.belief["deterministic"]),
-                   differed=True)
+    base = Prior()
+    shown = b["new_side_runs"] - b["new_side_missed"]
+    return replace(base, deterministic=min(0.999, b["deterministic"]), differed=True,
+                   shows=(base.shows[0] + shown, base.shows[1] + b["new_side_missed"]))
 
 
 def descend(history: History, outer: SessionResult, run: Run,

@@ -192,3 +192,31 @@ def test_a_dry_run_after_a_finished_session_ends(tmp_path, span):
     worker.join(30)
     assert out, "peek did not return within 30 s"
     assert isinstance(out[0], list) and out[0], out   # the premises, fresh
+
+
+def test_ends_alike_from_a_test_that_showed_both_run_again_before_they_are_believed(
+        tmp_path, span):
+    """A branch searched after its merge was found (`Prior.differed`): ends that pass
+    once each are not the end; each runs 3 times, and a flaky tip that fails on a later
+    run is searched instead. A test known to be flaky is weighed in full."""
+    from bisect_ngc.core.belief import Prior
+    n = len(span.candidates)
+
+    def run(prior, outcome):
+        s = Settings()
+        backend = Runs(outcome)
+        res = Bisection(Store(tmp_path / f"st-{len(list(tmp_path.iterdir()))}"), span,
+                        Recipe(build=None, test="t"), backend, s,
+                        judge=BeliefJudge(span.candidates, s, prior)).run()
+        return res, backend
+    alike = lambda i, nth: Verdict.PASS                               # noqa: E731
+    res, backend = run(Prior(), alike)
+    assert res.status == "invalid-endpoints" and len(backend.probed) == 2
+    res, backend = run(Prior(differed=True), alike)
+    assert res.status == "invalid-endpoints"
+    assert Counter(backend.probed) == {0: 3, n - 1: 3}
+    late = lambda i, nth: Verdict.FAIL if i >= 16 and nth >= 1 else Verdict.PASS  # noqa: E731
+    res, _ = run(Prior(differed=True), late)
+    assert res.status == "found" and res.first_new == span.candidates[16]
+    res, backend = run(Prior(differed=True, deterministic=0.1), alike)
+    assert len(backend.probed) > 6
