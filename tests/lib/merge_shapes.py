@@ -39,6 +39,18 @@ def _run(dag: Dag, branch: str, parent: int, count: int, tag: str,
     return marks[1:]
 
 
+def _branch(dag: Dag, rng: random.Random, name: str, fork: int, lo: int, hi: int
+            ) -> tuple[list[int], int]:
+    """A branch of `name` commits from `fork`, one of them (returned) the change."""
+    k = _n(rng, lo, hi)
+    c = rng.randrange(k)
+    marks = [fork]
+    for i in range(k):
+        marks.append(dag.commit(name, f"{name} {i}", [marks[-1]],
+                                {f"{name}.txt": f"{i}\n", **(NEW if i == c else {})}))
+    return marks[1:], marks[1 + c]
+
+
 def merge_case(root: Path, rng: random.Random, shape: str, seed: int) -> Case:
     dag = Dag(root / "repo")
     base = dag.commit("main", "root", [], {**OLD, "version.txt": "0\n"})
@@ -201,12 +213,7 @@ def _deep(dag: Dag, rng: random.Random, base: int) -> tuple[int, list[int]]:
     main = _run(dag, "main", base, _n(rng, 1, 3), "main")
     maint = _run(dag, "maint", main[0], _n(rng, 1, 3), "maint")
     feature = _run(dag, "feature", maint[0], _n(rng, 1, 3), "feature")
-    k = _n(rng, 2, 5)
-    c = rng.randrange(k)
-    pr = [feature[-1]]
-    for i in range(k):
-        pr.append(dag.commit("pr", f"pr {i}", [pr[-1]],
-                             {"pr.txt": f"{i}\n", **(NEW if i == c else {})}))
+    pr, truth = _branch(dag, rng, "pr", feature[-1], 2, 5)
     top = pr[-1]
     for branch, into in (("feature", feature[-1]), ("maint", maint[-1]), ("main", main[-1])):
         top = dag.commit(branch, f"Merge {top} into {branch}", [into, top],
@@ -214,7 +221,7 @@ def _deep(dag: Dag, rng: random.Random, base: int) -> tuple[int, list[int]]:
                                                if f.startswith(branch)}})
     after = _run(dag, "main", top, _n(rng, 1, 3), "after")
     dag.old, dag.new = base, after[-1]  # type: ignore[attr-defined]
-    return pr[1 + c], []
+    return truth, []
 
 
 _SHAPES = {"pr": _pr, "nested": _nested, "sync": _sync, "release": _release,

@@ -96,6 +96,17 @@ def test_off_path_old_never_names_a_commit_without_it(tmp_path, run_cli):
         _git(case.repo, "merge-base", "--is-ancestor", case.old, sha)
 
 
+def _timed(run_cli, tmp_path: Path, old: str, new: str) -> tuple[int, dict, str]:
+    """`bisect --metric ms` of tmp_path/repo, whose `ms` file is each commit's time."""
+    test = ('python3 -c "import random; open(\'result.txt\', \'w\').write(str('
+            'float(open(\'ms\').read()) * random.uniform(0.995, 1.005)))"')
+    code, out, err = run_cli(["bisect", "--repo", tmp_path / "repo", "--old", old, "--new",
+                              new, "--test", test, "--metric", "ms", "--metric-cmd",
+                              "cat result.txt", "--state", tmp_path / "st", "--quiet",
+                              "--json"])
+    return code, json.loads(out), err
+
+
 @pytest.mark.slow
 def test_a_metric_branch_that_changes_the_other_way_keeps_the_merge(tmp_path, run_cli):
     """The merge is 5% slower than its first parent; the branch it merged got 9% faster
@@ -111,13 +122,7 @@ def test_a_metric_branch_that_changes_the_other_way_keeps_the_merge(tmp_path, ru
     merge = dag.commit("main", "Merge branch topic", [m2, b[-1]], {"ms": "105\n", "t.txt": "3\n"})
     after = dag.commit("main", "after", [merge], {"a.txt": "1\n"})
     shas = dag.finish()
-    test = ('python3 -c "import random; open(\'result.txt\', \'w\').write(str('
-            'float(open(\'ms\').read()) * random.uniform(0.995, 1.005)))"')
-    code, out, err = run_cli(["bisect", "--repo", tmp_path / "repo", "--old", shas[m2],
-                              "--new", shas[after], "--test", test, "--metric", "ms",
-                              "--metric-cmd", "cat result.txt", "--state", tmp_path / "st",
-                              "--quiet", "--json"])
-    told = json.loads(out)
+    code, told, err = _timed(run_cli, tmp_path, shas[m2], shas[after])
     assert code == 0 and told["first_new"] == shas[merge], err
     assert "other way" in told["descents"][0]["why"]
 
@@ -141,13 +146,7 @@ def test_every_metric_change_is_looked_into_on_its_own(tmp_path, run_cli):
                         dict(dag.files[b[-1]]))
         at = dag.commit("main", f"after {k}", [at], {f"a{k}": "1\n"})
     shas = dag.finish()
-    test = ('python3 -c "import random; open(\'result.txt\', \'w\').write(str('
-            'float(open(\'ms\').read()) * random.uniform(0.995, 1.005)))"')
-    code, out, err = run_cli(["bisect", "--repo", tmp_path / "repo", "--old", shas[old],
-                              "--new", shas[at], "--test", test, "--metric", "ms",
-                              "--metric-cmd", "cat result.txt", "--state", tmp_path / "st",
-                              "--quiet", "--json"])
-    told = json.loads(out)
+    code, told, err = _timed(run_cli, tmp_path, shas[old], shas[at])
     assert code == 0, err
     changes = told["metric"]["changes"]
     assert len(changes) == 2 and told["first_new"] == shas[culprits[0]]
