@@ -166,6 +166,8 @@ def _descend_one(history: History, answer: SessionResult, run: Run,
                        "what the old side had and fixed, not this change")
         level.tried.append({"base": base, "tip": tip, "session": bis.sid,
                             "status": inner.status, "why": why})
+        if why and deeper:              # the levels looked into below it, counted still
+            level.tried += [dict(t, within=lv.merge) for lv in deeper for t in lv.tried]
         level.old_side = level.old_side or why.startswith(OLD_SIDE)
         if answered:
             if not why and inner.first_new:

@@ -257,9 +257,8 @@ def report_model(store: Store, sid: str, out: Path) -> dict[str, Any]:
     failing = next((e["probe"] for e in evidence if e["probe"].verdict is Verdict.FAIL), None)
     status = result.status if result else rec.status.value
     metric = result.metric if result and result.metric and result.metric["samples"] else None
-    descents = _descents(result, commit)
     return {
-        "descents": descents, "final": _final(descents),
+        **_descent_view(_descents(result, commit)),
         "rec": rec, "status": status, "result": result, "n": n, "labels": params.labels,
         "sure": belief_words(result.belief) if result and result.belief else None,
         "origin": params.origin, "slug": github_slug(params.origin), "first": first,
@@ -300,10 +299,13 @@ def _descents(result: Any, commit: Callable[[str | None], dict[str, Any] | None]
             for lv in (result.descents or [] if result else [])]
 
 
-def _final(descents: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The deepest descent of the answer's own change that found a commit."""
-    found = [d for d in descents if d["found"] and not d["change"]]
-    return found[-1] if found else None
+def _descent_view(descents: list[dict[str, Any]]) -> dict[str, Any]:
+    """The descents, and the deepest one of the answer's own change that stands: `final`
+    where it found a commit, `unsettled` where its branch search was ambiguous."""
+    own = [d for d in descents if not d["change"] and not d["why"]]
+    last = own[-1] if own else None
+    return {"descents": descents, "final": last if last and last["found"] else None,
+            "unsettled": last if last and not last["found"] else None}
 
 
 def _verb(result, metric: dict[str, Any] | None) -> str:

@@ -152,3 +152,28 @@ def test_every_metric_change_is_looked_into_on_its_own(tmp_path, run_cli):
     assert len(changes) == 2 and told["first_new"] == shas[culprits[0]]
     assert changes[1]["found"] == shas[culprits[1]]
     assert {lv["change"] for lv in told["descents"]} == {0, 2}
+
+
+def test_an_ambiguous_branch_makes_the_answer_ambiguous_in_every_telling(tmp_path, run_cli):
+    """The change sits among untestable commits on the branch: the answer is ambiguous
+    (exit 4) with the branch's candidates, and the question's report says so too."""
+    dag = Dag(tmp_path / "repo")
+    old = dag.commit("main", "root", [], {"behaviour": "old\n"})
+    main = dag.commit("main", "main 1", [old], {"m": "1\n"})
+    b = [old]
+    for i, files in enumerate(({"p": "1\n"}, {"broken": "1\n"}, {"behaviour": "new\n"},
+                               {"broken": None}, {"p": "5\n"})):
+        b.append(dag.commit("pr", f"pr {i}", [b[-1]], files))
+    merge = dag.commit("main", "Merge pr", [main, b[-1]], dict(dag.files[b[-1]]))
+    new = dag.commit("main", "after", [merge], {"z": "1\n"})
+    shas = dag.finish()
+    code, out, err = run_cli(["bisect", "--repo", tmp_path / "repo", "--old", shas[old],
+                              "--new", shas[new], "--test",
+                              'test -e broken && exit 125; test "$(cat behaviour)" = old',
+                              "--state", tmp_path / "st", "--quiet", "--json"])
+    told = json.loads(out)
+    assert code == 4 and told["status"] == "ambiguous", err
+    assert shas[b[3]] in told["candidates"] and shas[merge] not in told["candidates"]
+    report = Path(told["report"]).read_text()
+    assert report.startswith("# Bisect report") and "**Ambiguous:" in report
+    assert "introduced by" not in report
