@@ -14,7 +14,7 @@ The answer is looked into again while it is a merge, at any depth.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..core.belief import Prior
 from ..core.engine import Bisection
@@ -184,7 +184,7 @@ def _descend_one(history: History, answer: SessionResult, run: Run,
 OLD_SIDE = "the branch's answer"
 
 
-def _in_old_side(history: History, inner: SessionResult, olds: list[str | None]) -> str:
+def _in_old_side(history: History, inner: SessionResult, olds: Sequence[str | None]) -> str:
     """Why a branch's answer cannot be the change: it is already in the old side (an
     ancestor of a parent that behaved old), so the branch shows something the old side
     had and fixed. Empty when it is not."""
