@@ -149,6 +149,9 @@ class BeliefJudge:
     def answer(self, found: Result) -> Result:
         return found
 
+    def continues(self, previous: SessionResult) -> bool:
+        return False        # every run is kept already: a new session weighs them all
+
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         post = self.last or self.belief.posterior()
         res.belief = summary(post, self.belief, self.untestable)

@@ -51,7 +51,8 @@ class Bisection:
         self.session: SessionRecord | None = None
 
     def open_session(self) -> tuple[SessionRecord, bool]:
-        """Resume the unfinished session for this exact question, or start a new one."""
+        """Resume the unfinished session for this exact question (or a finished one the
+        judge may take further: --metric's with a higher --max-runs), or start a new one."""
         sid, _ = self.predicted_session()
         existing = self.store.session(sid)
         if existing is not None:
@@ -261,6 +262,9 @@ class Bisection:
         unfinished = [s for s in mine if not finished(s.status)]
         if unfinished:
             return unfinished[0].id, self.store.verdicts(unfinished[0].id)
+        last = mine[0] if mine else None            # newest first
+        if last is not None and last.result is not None and self.judge.continues(last.result):
+            return last.id, self.store.verdicts(last.id)
         return f"{self.key}-{len(mine) + 1}", {}
 
     def peek(self) -> Result | list[ProbeRequest]:

@@ -49,6 +49,10 @@ class Judge(Protocol):
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         """The session's result, with what this judge adds."""
 
+    def continues(self, previous: SessionResult) -> bool:
+        """Whether a finished session of the same question goes on under this judge's
+        settings rather than a new one starting (it ended for want of runs now allowed)."""
+
 
 class PassFail:
     """Each probe's verdict as it is (with --repeat, as its policy says)."""
@@ -86,3 +90,6 @@ class PassFail:
 
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         return res
+
+    def continues(self, previous: SessionResult) -> bool:
+        return False

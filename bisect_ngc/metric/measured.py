@@ -103,7 +103,8 @@ class MetricJudge:
                 f"the endpoints {what} in {self.metric.name}: "
                 f"{p.difference.describe(rule)}; " + (
                     "there is no change to bisect" if p.difference.call == "same" else
-                    "raise --max-runs, or --min-change if the change is smaller")))
+                    "raise --max-runs (the same command goes on from these runs), or "
+                    "--min-change if the change is smaller")))
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if p.step:
             return stop or Round(p.step)
@@ -155,9 +156,19 @@ class MetricJudge:
             return replace(found, explanation=(
                 f"{len(found.skipped)} commit(s) between the last like-old and the first "
                 "like-new commit could not be placed (unresolved within --max-runs, or like "
-                "neither side: see the measurements); raise --max-runs and run the same "
-                "command again to resolve them"))
+                "neither side: see the measurements); the same command with a higher "
+                "--max-runs goes on from these runs to resolve them"))
         return found
+
+    def continues(self, previous: SessionResult) -> bool:
+        """A session that ended without an answer goes on, with every number it measured,
+        when only --max-runs was raised since (its rule otherwise the same)."""
+        was = (previous.metric or {}).get("rule", {})
+        now = self.metric.rule
+        same = was.get("p") == now.p and was.get("min_change") == now.min_change and \
+            was.get("runs_per_round") == now.block
+        return previous.status != Status.FOUND.value and same and \
+            was.get("max_runs", now.max_runs) < now.max_runs
 
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         res.metric = m = self.summary(found)

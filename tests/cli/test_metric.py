@@ -12,7 +12,10 @@ from bisect_ngc.metric.measured import measurement, metric_value
 from bisect_ngc.core.search import Verdict
 from bisect_ngc.core.store import Store
 
+from tests.lib import unit_levels
 from tests.lib.repos import make_repo
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # 15% more loop iterations from the commit whose `behaviour` file says "new"; the run
 # prints the fastest of 21 repetitions, in milliseconds. (This machine's own timing noise
@@ -145,3 +148,33 @@ def test_metric_cmd_prints_the_number_after_the_test(tmp_path, run_cli):
     i = args.index("--test")
     code, _, err = run_cli(args[:i] + args[i + 2:])
     assert code == 2 and "--metric-cmd needs --test" in err
+
+
+@pytest.mark.slow
+def test_raising_max_runs_goes_on_from_the_runs_already_measured(tmp_path, run_cli):
+    """Issue 52: "could not be told apart within --max-runs 6", then the same command with
+    --max-runs 40 continues that session (its runs kept and not measured again)."""
+    shas = make_repo(tmp_path / "repo", 12, 7)
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    work = tmp_path / "work.py"      # 3% slower from #7, 2% run noise, seeded per run
+    work.write_text(unit_levels.script(str(ROOT), str(counts), 5, 12, 7, 0.03, 0.0, 0.02))
+    args = ["bisect", "--repo", tmp_path / "repo", "--old", "main~11", "--new", "main",
+            "--test", f"python3 {work}", "--metric", "ms", "--min-change", "0.01",
+            "--runs-per-round", "5", "--state", tmp_path / "state", "--cache-dir",
+            tmp_path / "cache", "--quiet", "--json"]
+    code, out, err = run_cli([*args, "--max-runs", "6"])
+    first = json.loads(out)
+    assert code == 3 and "could not be told apart within --max-runs 6" in \
+        first["explanation"], (first["explanation"], err)
+    assert "the same command goes on from these runs" in first["explanation"]
+    measured = {i: int((counts / str(i)).read_text()) for i in (0, 11)}
+    assert measured == {0: 6, 11: 6}
+    code, out, err = run_cli([*args, "--max-runs", "40"])
+    again = json.loads(out)
+    assert code == 0 and again["first_new"] == shas[7], (again["explanation"], err)
+    assert again["session"] == first["session"]
+    probes = Store(tmp_path / "state").probes(again["session"])
+    ends = [p for p in probes if p.idx in (0, 11)]
+    assert len(ends) == int((counts / "0").read_text()) + int((counts / "11").read_text())
+    assert again["metric"]["samples"][shas[0]]["runs"] == int((counts / "0").read_text()) > 6
