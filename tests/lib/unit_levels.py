@@ -1,8 +1,7 @@
 """Numbers where a commit is a unit: each interior commit's build has its own speed,
 exp(N(0, sd)) fixed per commit (code layout), times 1 + change from the culprit on, times
-run noise exp(N(0, noise)). Seeded by commit and run, so a scripted test that prints
-`value(...)` and the in-process simulation (metric_sim.bisect_once's `value`) see the same
-numbers in the same order."""
+run noise exp(N(0, noise)). Seeded by commit and run: a scripted test that prints
+`value(...)` gives the same numbers in the same order every time it is bisected."""
 from __future__ import annotations
 
 import math
