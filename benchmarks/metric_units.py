@@ -65,9 +65,10 @@ def table(sessions: int, nulls: int, n: int, seed: int, only: str, jobs: int,
                 continue
             count = nulls if label in NULLS else sessions
             trials = pool.map(_one, [(label, seed, k, n) for k in range(count)])
-            found = sum(t.status == "found" for t in trials)
-            right = "-" if label in NULLS else str(sum(t.right for t in trials))
-            out(f"| {label} | {count} | {right} | {found if label in NULLS else sum(t.wrong for t in trials)} | "
+            null = label in NULLS           # there, every found is wrong
+            right = "-" if null else str(sum(t.right for t in trials))
+            wrong = sum(t.status == "found" if null else t.wrong for t in trials)
+            out(f"| {label} | {count} | {right} | {wrong} | "
                 f"{sum(t.status == 'ambiguous' for t in trials)} | "
                 f"{sum(t.status == 'exit-3' for t in trials)} | "
                 f"{statistics.median(t.runs for t in trials):g} |")
