@@ -173,10 +173,14 @@ class MetricJudge:
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         res.metric = m = self.summary(found)
         n, name = len(self.candidates), self.metric.name
-        if self.samples.get(0) and self.samples.get(n - 1):
-            old, new = (statistics.median(numbers(self.samples[i])) for i in (0, n - 1))
+        # one size of the change wherever it is printed: the culprit's, else the endpoints'
+        lo, hi, key = (found.last_old, found.first_new, "culprit") if "culprit" in m and \
+            found.last_old is not None and found.first_new is not None else (0, n - 1,
+                                                                              "endpoints")
+        if self.samples.get(lo) and self.samples.get(hi) and key in m:
+            old, new = (statistics.median(numbers(self.samples[i])) for i in (lo, hi))
             res.old_outcome = f"{name} {old:.4g}"
-            res.new_outcome = f"{name} {new:.4g} ({m['endpoints']['change']:+.1%})"
+            res.new_outcome = f"{name} {new:.4g} ({m[key]['change']:+.2%})"
         return res
 
     def summary(self, found: Result) -> dict[str, Any]:

@@ -311,7 +311,7 @@ def _descent_view(descents: list[dict[str, Any]]) -> dict[str, Any]:
 def _verb(result, metric: dict[str, Any] | None) -> str:
     if metric and metric.get("culprit"):
         c = metric["culprit"]
-        return f"made {abs(c['change']):.1%} {'worse' if c['worse'] else 'better'}"
+        return f"made {abs(c['change']):.2%} {'worse' if c['worse'] else 'better'}"
     return "fixed" if result and result.old_outcome == Verdict.FAIL.value else "introduced"
 
 

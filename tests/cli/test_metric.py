@@ -67,7 +67,7 @@ def test_a_fifteen_percent_slowdown_is_found_under_natural_noise(tmp_path, run_c
     windows = sorted((p.started, p.ended) for p in probes)
     assert all(a[1] <= b[0] + 1e-3 for a, b in zip(windows, windows[1:]))   # one at a time
     report = Path(result["report"]).read_text()
-    assert f"`timing.best_ms` was made {abs(m['culprit']['change']):.1%} worse by" in report
+    assert f"`timing.best_ms` was made {abs(m['culprit']['change']):.2%} worse by" in report
     assert "## The measurements" in report and f"| 13/23 | `{shas[13][:12]}`" in report
     assert "runs one at a time, 10 per commit a round, at most 60" in report
     svg = Path(result["report"]).with_name(result["session"] + "-metric.svg").read_text()
