@@ -153,6 +153,8 @@ class Bisection:
         done = self.store.probes(sid)
         self.events.session(self.session, len(done) if resumed else -1)
         self._remember([self.span.old, self.span.new])
+        if finished(self.session.status):           # a judge continues it
+            self.store.reopen(sid)
         self.store.set_status(sid, SessionStatus.RUNNING)
         verdicts: dict[int, Verdict] = {}
         for p in done:

@@ -242,6 +242,11 @@ class Store:
                         "WHERE id=?", (status.value, time.time(),
                                        json.dumps(asdict(result)) if result else None, sid))
 
+    def reopen(self, sid: str) -> None:
+        """A finished session goes on (a judge continues it): its old answer is no answer."""
+        self.db.execute("UPDATE sessions SET status=?, updated=?, result=NULL WHERE id=?",
+                        (SessionStatus.RUNNING.value, time.time(), sid))
+
     # probes
     def add_probe(self, sid: str, p: ProbeRecord) -> None:
         self._insert("INSERT", "probes", dict(_columns(p), session=sid))

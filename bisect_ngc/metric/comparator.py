@@ -39,6 +39,7 @@ class Rule:
     block: int = 5               # runs a commit gets per round at most
     max_runs: int = 30           # per commit; past it an unknown is unresolved
     lower_is_better: bool = True
+    earlier: tuple[int, ...] = ()    # a continued session's earlier --max-runs
 
     def __post_init__(self):
         if not 0 < self.p <= 0.25:      # a call at p reads a 1 - 2p interval
@@ -98,14 +99,14 @@ SIZE_CONFIDENCE = 0.95
 NEAR_ERRORS = 3    # standard errors of a difference within which a commit is at a side
 
 
-def looks(max_runs: int) -> list[int]:
-    """The sample sizes at which a pair is looked at: from ENDPOINT_RUNS on, about half as
-    many again each time, and max_runs last. Few looks keep each one's threshold mild."""
+def looks(max_runs: int, earlier: tuple[int, ...] = ()) -> list[int]:
+    """The sizes at which a pair is looked at: ENDPOINT_RUNS, half as many again each time,
+    max_runs last (few looks, mild thresholds), and a continued session's earlier ones."""
     sizes, n = [], ENDPOINT_RUNS
     while n < max_runs:
         sizes.append(n)
         n = max(n + 1, round(n * 1.5))
-    return sizes + [max_runs]
+    return sorted({*sizes, *(e for e in earlier if e < max_runs), max_runs})
 
 
 def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
@@ -116,7 +117,7 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     interval lies beyond +-min_change); "same": that interval lies inside +-min_change;
     "unknown": not a look, or more runs may tell (at max_runs, inconclusive)."""
     n = min(len(old), len(new))
-    sizes = looks(max(n, rule.max_runs)) if n > rule.max_runs else looks(rule.max_runs)
+    sizes = looks(max(n, rule.max_runs), rule.earlier)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
     if final and n >= ENDPOINT_RUNS:     # no run can follow: one more look, its
         sizes, look = [n], sum(1 for k in sizes if k <= n) + 1    # threshold still in p

@@ -161,14 +161,22 @@ class MetricJudge:
         return found
 
     def continues(self, previous: SessionResult) -> bool:
-        """A session that ended without an answer goes on, with every number it measured,
-        when only --max-runs was raised since (its rule otherwise the same)."""
-        was = (previous.metric or {}).get("rule", {})
-        now = self.metric.rule
-        same = was.get("p") == now.p and was.get("min_change") == now.min_change and \
-            was.get("runs_per_round") == now.block
-        return previous.status != Status.FOUND.value and same and \
-            was.get("max_runs", now.max_runs) < now.max_runs
+        """A session that ran out of runs goes on, with every number it measured, when only
+        --max-runs was raised since (its rule otherwise the same): its endpoints were
+        still unknown, or they differed and the answer stayed ambiguous. If so, this judge
+        takes on its earlier --max-runs (their last looks stay looks)."""
+        m = previous.metric or {}
+        was, now = m.get("rule", {}), self.metric.rule
+        same = (was.get("p"), was.get("min_change"), was.get("runs_per_round"),
+                m.get("better")) == (now.p, now.min_change, now.block, self.metric.direction)
+        call = m.get("endpoints", {}).get("call")
+        wanting = call == "unknown" or (call == "differ" and
+                                        previous.status == Status.AMBIGUOUS.value)
+        if not (same and wanting and was.get("max_runs", now.max_runs) < now.max_runs):
+            return False
+        earlier = (*was.get("earlier", ()), was["max_runs"])
+        self.metric = replace(self.metric, rule=replace(now, earlier=tuple(earlier)))
+        return True
 
     def finish(self, found: Result, res: SessionResult) -> SessionResult:
         res.metric = m = self.summary(found)
@@ -189,7 +197,8 @@ class MetricJudge:
         out: dict[str, Any] = {
             "name": self.metric.name, "better": self.metric.direction,
             "rule": {"test": "yuen+sprt", "p": rule.p, "min_change": rule.min_change,
-                     "runs_per_round": rule.block, "max_runs": rule.max_runs},
+                     "runs_per_round": rule.block, "max_runs": rule.max_runs,
+                     "earlier": list(rule.earlier)},
             "samples": {cands[i]: dict(spread(numbers(s)), index=i, runs=self.attempts[i],
                                        **call_of(i, n, j, self.attempts[i], rule))
                         for i, s in sorted(self.samples.items()) if s},

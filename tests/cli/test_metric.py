@@ -180,8 +180,28 @@ def test_raising_max_runs_goes_on_from_the_runs_already_measured(tmp_path, run_c
     code, out, err = run_cli([*args, "--max-runs", "40"])
     again = json.loads(out)
     assert code == 0 and again["first_new"] == shas[7], (again["explanation"], err)
-    assert again["session"] == first["session"]
+    assert again["session"] == first["session"] and again["metric"]["rule"]["earlier"] == [6]
     probes = Store(tmp_path / "state").probes(again["session"])
     ends = [p for p in probes if p.idx in (0, 11)]
     assert len(ends) == int((counts / "0").read_text()) + int((counts / "11").read_text())
     assert again["metric"]["samples"][shas[0]]["runs"] == int((counts / "0").read_text()) > 6
+
+
+@pytest.mark.slow
+def test_a_decided_no_change_is_not_continued(tmp_path, run_cli):
+    """"Do not differ" is an answer, not a want of runs: a higher --max-runs starts anew."""
+    make_repo(tmp_path / "repo", 6, 6)
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    work = tmp_path / "work.py"      # no change, 0.5% run noise
+    work.write_text(unit_levels.script(str(ROOT), str(counts), 2, 6, 6, 0.0, 0.0, 0.005))
+    args = ["bisect", "--repo", tmp_path / "repo", "--old", "main~5", "--new", "main",
+            "--test", f"python3 {work}", "--metric", "ms", "--runs-per-round", "5",
+            "--state", tmp_path / "state", "--cache-dir", tmp_path / "cache", "--quiet",
+            "--json"]
+    code, out, _ = run_cli([*args, "--max-runs", "10"])
+    first = json.loads(out)
+    assert code == 3 and "do not differ" in first["explanation"], first["explanation"]
+    code, out, _ = run_cli([*args, "--max-runs", "20"])
+    again = json.loads(out)
+    assert code == 3 and again["session"] != first["session"]

@@ -277,3 +277,17 @@ def test_on_a_machine_mostly_in_its_upper_clock_state_a_commit_like_new_is_like_
         j = judge(32, samples, {i: len(s) for i, s in samples.items()}, rule,
                   settled(32, samples, rule))
         assert j.calls[15] is Call.LIKE_NEW, (seed, j.calls)
+
+
+def test_a_continued_session_keeps_what_its_last_look_decided():
+    """--max-runs 30 decides at its last look (30 runs, not a look of --max-runs 60's
+    sequence); continued with --max-runs 60, that look stays a look at the same place."""
+    rng = random.Random(3)
+    old = [(1, rng.lognormvariate(0, 0.02)) for _ in range(30)]
+    new = [(1, 1.03 * rng.lognormvariate(0, 0.02)) for _ in range(30)]
+    samples = {0: old, 11: new}
+    assert settled(12, samples, Rule(max_runs=30)).call == "differ"
+    assert settled(12, samples, Rule(max_runs=60)) is None       # 30 is no look of 60's
+    kept = settled(12, samples, Rule(max_runs=60, earlier=(30,)))
+    assert kept is not None and kept.p == settled(12, samples, Rule(max_runs=30)).p
+    assert looks(90, (30, 60)) == [5, 8, 12, 18, 27, 30, 40, 60, 90]
