@@ -155,7 +155,8 @@ class Bisection:
         self._remember([self.span.old, self.span.new])
         if finished(self.session.status):           # a judge continues it
             self.store.reopen(sid)
-        self.store.set_status(sid, SessionStatus.RUNNING)
+        else:
+            self.store.set_status(sid, SessionStatus.RUNNING)
         verdicts: dict[int, Verdict] = {}
         for p in done:
             self._note(p, verdicts)
