@@ -523,6 +523,20 @@ def test_a_task_that_left_the_queue_ends_as_its_accounting_says():
     assert task_end("RUNNING", None, 1000) is None
 
 
+def test_a_task_cut_short_is_tested_again_whatever_its_accounting_says():
+    """scancel mid-test can leave the task accounted COMPLETED with no result file (seen
+    in CI): that is a cut-short run, retried, never "could not be tested"."""
+    from bisect_ngc.backends.slurm.queue import end_action
+    assert end_action("COMPLETED", cancelled_by_us=False) == "retry"
+    assert end_action("CANCELLED", cancelled_by_us=False) == "retry"
+    assert end_action("COMPLETED", cancelled_by_us=True) == "resubmit"   # our Ctrl-C
+    assert end_action("CANCELLED", cancelled_by_us=True) == "resubmit"
+    assert end_action("NODE_FAIL", cancelled_by_us=True) == "retry"
+    assert end_action("UNKNOWN", cancelled_by_us=False) == "retry"
+    assert end_action("TIMEOUT", cancelled_by_us=False) == "skip"
+    assert end_action("FAILED", cancelled_by_us=True) == "skip"
+
+
 def test_the_queue_says_which_phase_a_probe_is_in():
     from bisect_ngc.backends.slurm.queue import queue_phase
     rec = SlurmJob("c", "r", 2, build_job="10", test_job="11")

@@ -28,7 +28,7 @@ from .tasks import RoundTasks
 from .containers import SlurmContainers
 from .images import ImportAhead, SquashfsImages
 from .results import read_result, result_path
-from .queue import (ENDED_WITHOUT_RESULT, RETRYABLE, Scheduler, queue_phase,
+from .queue import (ENDED_WITHOUT_RESULT, Scheduler, end_action, queue_phase,
                     task_end)
 from .settings import SlurmSettings
 from .scripts import TEMPLATES, round_mounts, write_controller
@@ -346,10 +346,11 @@ class SlurmBackend(RoundTasks):
         submitted again."""
         if self.cancelling:
             return None
-        if state == "CANCELLED" and job.cancelled_by_us:
+        action = end_action(state, job.cancelled_by_us)
+        if action == "resubmit":
             self.say(f"probe {req.commit[:12]} was cancelled by an interrupted run; resubmitting")
             return self._submit([req], attempt=job.attempt).get(req.key)
-        if state in RETRYABLE or state == "UNKNOWN":
+        if action == "retry":
             attempt = job.attempt + 1
             if attempt > self.s.max_retries:
                 return ProbeOutcome(Verdict.SKIP, f"job {state.lower()} after {attempt} "

@@ -22,6 +22,16 @@ ENDED_WITHOUT_RESULT = {"TIMEOUT": "job hit the Slurm time limit (--time)",
                          "OUT_OF_MEMORY": "job ran out of memory"}
 
 
+def end_action(state: str, cancelled_by_us: bool) -> str:
+    """What follows a task that ended without a result: "resubmit" (the same attempt),
+    "retry" (one more attempt) or "skip". A task cut short mid-test can be accounted
+    COMPLETED, and without a result that is no verdict either."""
+    cut_short = state in ("CANCELLED", "COMPLETED")
+    if cut_short and cancelled_by_us:
+        return "resubmit"
+    return "retry" if cut_short or state in RETRYABLE | {"UNKNOWN"} else "skip"
+
+
 def queue_phase(job: SlurmJob, states: dict[str, str]) -> str | None:
     """What squeue says a probe's tasks are doing: build, test, queued, or None once
     neither task is in the queue."""
