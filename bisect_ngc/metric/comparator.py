@@ -113,9 +113,9 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
               final: bool = False) -> Difference:
     """Do two samples differ? They are looked at when the smaller reaches a size of
     `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there (by Yuen's
-    test and Welch's, seq.welch), and at least min_change with 95% confidence (the 90%
-    interval lies beyond +-min_change); "same": that interval lies inside +-min_change;
-    "unknown": not a look, or more runs may tell (at max_runs, inconclusive)."""
+    test; below seq.WELCH_BELOW runs by Welch's too), and at least min_change with 95%
+    confidence (the 90% interval lies beyond +-min_change); "same": that interval and the
+    means' (a slow path in some runs moves them) lie inside +-min_change; "unknown": else."""
     n = min(len(old), len(new))
     sizes = looks(max(n, rule.max_runs), rule.earlier)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
@@ -128,17 +128,15 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     base = statistics.median(old)
     rel = lambda v: seq.relative(v, base, positive)        # noqa: E731
     delta, low, high, p = seq.interval(a, b, alpha)
-    p = max(p, seq.welch(a, b))
-    _, small, large, _ = seq.interval(a, b, 2 * (1 - SIZE_CONFIDENCE))
+    p = max(p, seq.welch(a, b)[3]) if n < seq.WELCH_BELOW else p
+    (_, small, large, _), (_, mean_small, mean_large, _) = (
+        f(a, b, 2 * (1 - SIZE_CONFIDENCE)) for f in (seq.interval, seq.welch))
     m = rule.min_change
-    if n not in sizes:
-        call = "unknown"
-    elif p <= alpha and (rel(small) >= m or rel(large) <= -m):
+    call = "unknown"
+    if n in sizes and p <= alpha and (rel(small) >= m or rel(large) <= -m):
         call = "differ"
-    elif -m < rel(small) and rel(large) < m:
+    elif n in sizes and -m < rel(min(small, mean_small)) and rel(max(large, mean_large)) < m:
         call = "same"
-    else:
-        call = "unknown"
     return Difference(call, p, Shift(rel(delta), rel(low), rel(high), 1 - alpha), len(old),
                       len(new))
 

@@ -78,11 +78,13 @@ def _own_noise(a: list[float], b: list[float], s: float, dof: int) -> tuple[floa
     """The noise of a pair's runs: the spread of its own differences, pass by pass, where
     that is wider than s (an F test at 5%: a machine that switched state within a pass,
     or commits measured each within one spell look tight), else s with it pooled in, never
-    lower than s."""
+    lower than s. The spread is Winsorized as the trimmed mean it serves is trimmed: a
+    spike in one pass in ten no longer widens it fivefold."""
     from scipy import stats
     if len(a) < 2:
         return s, dof
-    own, k = statistics.variance(y - x for x, y in zip(a, b)) / 2, len(a) - 1
+    var, k = seq.spread([y - x for x, y in zip(a, b)])
+    own = var / 2
     if float(stats.f.sf(own / max(s * s, seq.FLOOR ** 2), k, dof)) <= 0.05:
         return math.sqrt(own), k
     return max(s, math.sqrt((dof * s * s + k * own) / (dof + k))), dof + k

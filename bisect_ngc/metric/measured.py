@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterator
 
 from ..core.probes import ProbeRequest
 from ..core.verdicts import ProbeOutcome
-from .comparator import (Call, Judgement, Rule, drift, endpoints, judge, numbers, settled,
-                         together)
+from . import sequential as seq
+from .comparator import (SIZE_CONFIDENCE, Call, Difference, Judgement, Rule, drift, endpoints,
+                         judge, looks, numbers, settled, together)
 from .confirmation import pair, share
 from . import segments
+from .power import runs_to_tell
+from .tails import worst_runs
 from ..core.inputs import Settings
 from ..core.search import Result, Round, Status, Verdict, open_interval, skip_limit
 from ..core.keys import digest
@@ -97,14 +100,7 @@ class MetricJudge:
         if p.more:
             return Round(p.more)
         if p.difference is not None and p.difference.call != "differ":
-            what = ("do not differ" if p.difference.call == "same" else
-                    f"could not be told apart within --max-runs {rule.max_runs}")
-            return Result(Status.INVALID_ENDPOINTS, explanation=(
-                f"the endpoints {what} in {self.metric.name}: "
-                f"{p.difference.describe(rule)}; " + (
-                    "there is no change to bisect" if p.difference.call == "same" else
-                    "raise --max-runs (the same command goes on from these runs), or "
-                    "--min-change if the change is smaller")))
+            return Result(Status.INVALID_ENDPOINTS, explanation=self._apart(p))
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if p.step:
             return stop or Round(p.step)
@@ -112,6 +108,41 @@ class MetricJudge:
         if p.result is None:
             raise AssertionError("segments.plan gave no runs, no step and no answer")
         return p.result
+
+    def _apart(self, p: segments.Plan) -> str:
+        """Why endpoints that do not differ end the session: no change, too few runs, or
+        a change in some runs only."""
+        rule, d, name = self.metric.rule, p.difference, self.metric.name
+        assert d is not None
+        if p.tail is not None:
+            return (f"the endpoints' typical runs do not differ in {name}: {d.describe(rule)}; "
+                    f"but {p.tail.describe(name, rule.lower_is_better)}; bisect a number "
+                    "that shows it in every run (the worst or the mean of several repeats "
+                    "in one test)")
+        if d.call == "same":
+            return (f"the endpoints do not differ in {name}: {d.describe(rule)}; "
+                    "there is no change to bisect")
+        return (f"the endpoints could not be told apart within --max-runs {rule.max_runs} "
+                f"in {name}: {d.describe(rule)}; {self._runs_wanted(d)}")
+
+    def _runs_wanted(self, d: Difference) -> str:
+        """How many runs of each end would tell this change, in plain words."""
+        rule = self.metric.rule
+        ends = [numbers(self.samples[i]) for i in (0, len(self.candidates) - 1)]
+        positive = min(map(min, ends)) > 0
+        s = seq.noise([seq.scaled(e, positive) for e in ends])
+        n = runs_to_tell(s, d.shift.change, rule.min_change,
+                             rule.alpha(len(looks(rule.max_runs)) + 1), SIZE_CONFIDENCE)
+        ran = min(d.n_old, d.n_new)
+        noise = f"the runs vary by {math.expm1(s) if positive else s:.1%} (a robust sd)"
+        if n is None:
+            return (f"{noise}; telling {d.shift.change:+.1%} from --min-change "
+                    f"{rule.min_change:.1%} needs more than 1,000 runs of each end: quiet the "
+                    "machine, repeat the measurement inside the test, or change --min-change")
+        n = max(n, math.ceil(ran * 1.5))        # these runs fell short of what they should tell
+        return (f"{noise}; telling {d.shift.change:+.1%} apart needs about {n} runs of each "
+                f"end ({ran} ran): raise --max-runs to {n} (the same command goes on from "
+                "these runs), or --min-change if the change is smaller")
 
     def batches(self, step: Round, verdicts: dict[int, Verdict]) -> Iterator[tuple[int, ...]]:
         """The round's passes (segments.passes), one commit at a time (a backend runs a
@@ -220,6 +251,8 @@ class MetricJudge:
                 out[key] = {"change": s.change, "low": s.low, "high": s.high,
                             "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
+        if out.get("endpoints", {}).get("call", "differ") != "differ":
+            out["some_runs"] = self._some_runs()
         if len(self.changes) > 1 and "endpoints" in out:
             total = out["endpoints"]["change"]
             out["changes"] = []
@@ -234,6 +267,12 @@ class MetricJudge:
                     "share": share(s.change, total),
                     "worse": (s.change > 0) == rule.lower_is_better})
         return out
+
+    def _some_runs(self) -> dict[str, Any] | None:
+        """The endpoints' change in some runs only (tails.worst_runs), for --json."""
+        old, new, rule = self.samples[0], self.samples[len(self.candidates) - 1], self.metric.rule
+        tail = worst_runs(numbers(old), numbers(new), rule.p, rule.lower_is_better)
+        return asdict(tail) if tail else None
 
     def narrowing(self) -> list[list[int]]:
         """[round, runs, old end, new end] after each round: the judgement replayed on the

@@ -22,6 +22,7 @@ from .comparator import (ENDPOINT_RUNS, NO_NUMBER_TRIES, Call, Difference, Judge
                          Sample, all_positive, classify, guard, judge, machine_states, numbers,
                          references, settled)
 from .confirmation import confirm, leftover
+from .tails import Tail, worst_runs
 from ..core.search import Result, Round, Status, Verdict, next_step
 
 
@@ -30,7 +31,8 @@ class Plan:
     """`more`: commits to run again now (undecided, or an answer's pair being checked);
     `step`: the search's next commits; else the answer: `result` (None while the whole
     range's endpoints are not known to differ: `difference` says how they stand), and
-    `changes`: (last old, first new) of every change found, the result's own first."""
+    `changes`: (last old, first new) of every change found, the result's own first;
+    `tail`: where the endpoints are done and do not differ, a change in some runs only."""
 
     more: tuple[int, ...] = ()
     step: tuple[int, ...] = ()
@@ -38,6 +40,7 @@ class Plan:
     changes: tuple[tuple[int, int], ...] = ()
     verdicts: dict[int, Verdict] = field(default_factory=dict)
     difference: Difference | None = None
+    tail: Tail | None = None
 
 
 def _part(a: int, b: int, samples: Mapping[int, Sample], attempts: Mapping[int, int]
@@ -61,9 +64,12 @@ def plan(n: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
     whole = judge(n, samples, attempts, rule, settled(n, samples, rule))
     if whole.more or whole.difference is None or whole.difference.call != "differ":
         ends = next_step(n, whole.verdicts)      # an endpoint without numbers: the search says
+        done = not whole.more and whole.difference is not None
         return Plan(more=whole.more, verdicts=dict(whole.verdicts),
                     result=ends if isinstance(ends, Result) and not whole.more and
-                    whole.difference is None else None, difference=whole.difference)
+                    whole.difference is None else None, difference=whole.difference,
+                    tail=worst_runs(numbers(samples[0]), numbers(samples[n - 1]), rule.p,
+                                    rule.lower_is_better) if done else None)
     acc = _Search(dict(whole.verdicts))
     todo = [(0, n - 1)]
     while todo:

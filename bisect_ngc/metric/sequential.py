@@ -6,8 +6,9 @@ the noise its pooled median absolute deviation, so one far outlier moves neither
 
 - `interval`: the change between two samples with a (1 - alpha) interval and its p-value:
   Yuen's test on 20%-trimmed means (Welch's t on trimmed means, Winsorized variances),
-  which holds its error rate under heavy tails; a difference also needs Welch's t on all
-  the runs (`welch`), which a clock state's single run cannot fool.
+  which holds its error rate under heavy tails; below WELCH_BELOW runs a side, where the
+  trim drops one run a tail, a difference also needs Welch's t on all the runs (`welch`),
+  which a clock state's single run cannot fool.
 - `llr`: the log-likelihood ratio "like new" over "like old" of one number, under
   Student-t noise (4 degrees of freedom: heavy tails, so one far outlier moves a decision
   by a bounded amount). Summed over a commit's runs it is Wald's sequential probability
@@ -31,6 +32,11 @@ from typing import Mapping, Sequence, TypeVar
 NU = 4.0
 MAD_TO_SIGMA = 1.4826
 FLOOR = 1e-6                # the smallest noise believed (log units: 0.0001%)
+# Runs a side from which Yuen's trim drops two or more runs a tail: a second clock state's
+# lone run can no longer be what is dropped, and Welch's t, which one spike in ten runs
+# sways, no longer has a say (it turned half of the clear 5% changes with spikes into
+# "could not be told apart").
+WELCH_BELOW = 10
 
 
 def scaled(values: Sequence[float], positive: bool) -> list[float]:
@@ -88,6 +94,18 @@ def winsorized(values: Sequence[float]) -> list[float]:
     return [min(max(x, v[g]), v[len(v) - 1 - g]) for x in v]
 
 
+def spread(values: Sequence[float]) -> tuple[float, int]:
+    """The variance of normal noise that values' 20%-Winsorized variance implies (a wild
+    run in five at either end moves it a bounded amount), and its degrees of freedom."""
+    from scipy import stats
+    g = int(TRIM * len(values))
+    share, gamma = 1.0, g / len(values)
+    if g:       # a normal's Winsorized variance over its variance
+        c = float(stats.norm.ppf(1 - gamma))
+        share = 1 - 2 * gamma - 2 * c * float(stats.norm.pdf(c)) + 2 * gamma * c * c
+    return statistics.variance(winsorized(values)) / share, max(1, len(values) - 2 * g - 1)
+
+
 def resolution(values: Sequence[float]) -> float:
     """The smallest step between distinct numbers: a metric printed rounded has one."""
     v = sorted(set(values))
@@ -124,17 +142,19 @@ def interval(old: Sequence[float], new: Sequence[float], alpha: float
     return delta, delta - q * se, delta + q * se, p
 
 
-def welch(old: Sequence[float], new: Sequence[float]) -> float:
-    """Welch's two-sided p on the means, every run counted. Yuen's test trims one run in
-    five, and at five runs that can be a second clock state's only run: then each side's
-    trimmed mean sits in one state, and a machine's two states look like a change."""
+def welch(old: Sequence[float], new: Sequence[float], alpha: float = 0.05
+          ) -> tuple[float, float, float, float]:
+    """(change, low, high, p) of the means, every run counted: Welch's t. Yuen's test trims
+    one run in five, and at five runs that can be a second clock state's only run: then
+    each side's trimmed mean sits in one state, and a machine's two states look like a
+    change. And a slow path taken in some runs moves the means, not the trimmed means."""
     from scipy import stats
     if min(len(old), len(new)) < 2:
-        return 1.0
+        return 0.0, -math.inf, math.inf, 1.0
     d_old, d_new = (max(statistics.variance(g), FLOOR * FLOOR) / len(g) for g in (old, new))
     df = (d_old + d_new) ** 2 / (d_old ** 2 / (len(old) - 1) + d_new ** 2 / (len(new) - 1))
-    t = (statistics.fmean(new) - statistics.fmean(old)) / math.sqrt(d_old + d_new)
-    return float(2 * stats.t.sf(abs(t), df))
+    return _t_interval(statistics.fmean(new) - statistics.fmean(old),
+                       math.sqrt(d_old + d_new), df, alpha)
 
 
 def apart(x: Sequence[float], side: Sequence[float], s: float) -> float:
@@ -177,7 +197,7 @@ def paired(d: Sequence[float], s: float, dof: int, alpha: float
     return _t_interval(trimmed(d)[0], 1.25 * s * math.sqrt(2 / len(d)), dof, alpha)
 
 
-def _t_interval(delta: float, se: float, dof: int, alpha: float
+def _t_interval(delta: float, se: float, dof: float, alpha: float
                 ) -> tuple[float, float, float, float]:
     from scipy import stats
     q = float(stats.t.ppf(1 - alpha / 2, dof))

@@ -3,6 +3,7 @@ times a real CPU workload, under this machine's own noise (no simulated numbers)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,9 @@ def test_raising_max_runs_goes_on_from_the_runs_already_measured(tmp_path, run_c
     assert code == 3 and "could not be told apart within --max-runs 6" in \
         first["explanation"], (first["explanation"], err)
     assert "the same command goes on from these runs" in first["explanation"]
+    wanted = re.search(r"runs vary by [\d.]+% \(a robust sd\); telling \+[\d.]+% apart needs "
+                       r"about (\d+) runs of each end \(6 ran\)", first["explanation"])
+    assert wanted and 6 < int(wanted[1]) <= 40, first["explanation"]
     measured = {i: int((counts / str(i)).read_text()) for i in (0, 11)}
     assert measured == {0: 6, 11: 6}
     code, out, err = run_cli([*args, "--max-runs", "40"])
@@ -185,6 +189,30 @@ def test_raising_max_runs_goes_on_from_the_runs_already_measured(tmp_path, run_c
     ends = [p for p in probes if p.idx in (0, 11)]
     assert len(ends) == int((counts / "0").read_text()) + int((counts / "11").read_text())
     assert again["metric"]["samples"][shas[0]]["runs"] == int((counts / "0").read_text()) > 6
+
+
+@pytest.mark.slow
+def test_a_slow_path_in_some_runs_is_told_as_such_not_as_no_change(tmp_path, run_cli):
+    """Issue 52, finding 3: from the culprit on, 30% of runs take a path 15% slower, the
+    centre does not move. The endpoints were told "no change", or could not be told
+    apart; the answer now says which runs moved, and exits 3 without a culprit."""
+    make_repo(tmp_path / "repo", 6, 1)
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    work = tmp_path / "work.py"
+    work.write_text(unit_levels.script(str(ROOT), str(counts), 3, 6, 1, 0.0, 0.0, 0.005,
+                                       slow=0.15, share=0.3))
+    code, out, _ = run_cli(["bisect", "--repo", tmp_path / "repo", "--old", "main~5",
+                            "--new", "main", "--test", f"python3 {work}", "--metric", "ms",
+                            "--state", tmp_path / "state", "--cache-dir", tmp_path / "cache",
+                            "--quiet", "--json"])
+    res = json.loads(out)
+    assert code == 3 and res["first_new"] is None, res
+    why = res["explanation"]
+    assert "typical runs do not differ" in why and "a change in some runs only" in why, why
+    assert "of the new endpoint's 30 runs are worse (higher) than every run of the old" in why
+    tail = res["metric"]["some_runs"]
+    assert tail["side"] == "new" and tail["of"] == 30 and tail["p"] <= 0.01, tail
 
 
 @pytest.mark.slow

@@ -34,6 +34,11 @@ def bimodal(sigma: float, gap: float = 0.10, upper: float = 0.5) -> Noise:
     return lambda rng: rng.lognormvariate(0, sigma) * (1 + gap if rng.random() < upper else 1.0)
 
 
+def spiky(sigma: float, share: float = 0.10, factor: float = 1.5) -> Noise:
+    """A run `factor` times slower with probability `share`: a noisy neighbour, a page fault."""
+    return lambda rng: rng.lognormvariate(0, sigma) * (factor if rng.random() < share else 1.0)
+
+
 def sticky(sigma: float, gap: float = 0.10, switch: float = 0.1) -> Noise:
     """Two clock states `gap` apart that stick: the machine changes state before a run with
     probability `switch`, so runs close in time share a state."""
@@ -53,6 +58,7 @@ class Trial:
     runs: int
     named: tuple[int, ...] = ()       # every change found
     phases: tuple[int, ...] = ()      # runs: PHASES, in that order
+    some_runs: bool = False           # exit 3 telling of a change in some runs only
 
     @property
     def all_named(self) -> bool:
@@ -108,7 +114,8 @@ def bisect_once(n: int, changes: dict[int, float], noise: Noise, rule: Rule,
                     "asked" if p.step else "more" if by["asked"] else "endpoints")
             continue
         if p.result is None:
-            return Trial("exit-3", None, culprits, state["runs"], phases=tuple(by.values()))
+            return Trial("exit-3", None, culprits, state["runs"], phases=tuple(by.values()),
+                         some_runs=p.tail is not None)
         first = p.result.first_new if p.result.status is Status.FOUND else None
         return Trial(p.result.status.value, first, culprits, state["runs"],
                      tuple(hi for _, hi in p.changes), tuple(by.values()))
