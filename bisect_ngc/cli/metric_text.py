@@ -17,8 +17,8 @@ def print_metric(m: dict[str, Any]) -> None:
         e = m.get(key)
         if e:
             word = "worse" if e["worse"] else "better"
-            click.echo(f"  {label}: {e['change']:+.2%} ({word}; {e['confidence']:.1%} interval "
-                       f"{e['low']:+.2%} .. {e['high']:+.2%}, p = {e['p']:.2g})")
+            click.echo(f"  {label}: {e['change']:+.2%} ({word}; {e['confidence'] * 100:.4g}% "
+                       f"interval {e['low']:+.2%} .. {e['high']:+.2%}, p = {e['p']:.2g})")
     for c in m.get("changes", []):
         click.echo(f"  change at {c['first_new'][:12]}: {c['change']:+.2%} "
                    f"({c['share']:.0%} of the endpoints' change)")
