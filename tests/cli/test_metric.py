@@ -189,6 +189,9 @@ def test_raising_max_runs_goes_on_from_the_runs_already_measured(tmp_path, run_c
     ends = [p for p in probes if p.idx in (0, 11)]
     assert len(ends) == int((counts / "0").read_text()) + int((counts / "11").read_text())
     assert again["metric"]["samples"][shas[0]]["runs"] == int((counts / "0").read_text()) > 6
+    evidence = Path(again["report"]).read_text().split("## Evidence")[1]   # in medians
+    first_new = again["metric"]["samples"][shas[7]]
+    assert f"`ms` median {first_new['median']:.6g} over {first_new['n']} runs" in evidence
 
 
 @pytest.mark.slow
