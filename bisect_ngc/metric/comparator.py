@@ -115,7 +115,8 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     `looks`; the k-th look tests at `rule.alpha(k)`. "differ": significant there (by Yuen's
     test; below seq.WELCH_BELOW runs by Welch's too), and at least min_change with 95%
     confidence (the 90% interval lies beyond +-min_change); "same": that interval and the
-    means' (a slow path in some runs moves them) lie inside +-min_change; "unknown": else."""
+    near means' (seq.near_means: a slow path in some runs moves them) lie inside
+    +-min_change; "unknown": else."""
     n = min(len(old), len(new))
     sizes = looks(max(n, rule.max_runs), rule.earlier)
     look = sizes.index(n) + 1 if n in sizes else max(1, sum(1 for k in sizes if k <= n))
@@ -130,7 +131,7 @@ def endpoints(old: Sequence[float], new: Sequence[float], rule: Rule,
     delta, low, high, p = seq.interval(a, b, alpha)
     p = max(p, seq.welch(a, b)[3]) if n < seq.WELCH_BELOW else p
     (_, small, large, _), (_, mean_small, mean_large, _) = (
-        f(a, b, 2 * (1 - SIZE_CONFIDENCE)) for f in (seq.interval, seq.welch))
+        f(a, b, 2 * (1 - SIZE_CONFIDENCE)) for f in (seq.interval, seq.near_means))
     m = rule.min_change
     call = "unknown"
     if n in sizes and p <= alpha and (rel(small) >= m or rel(large) <= -m):

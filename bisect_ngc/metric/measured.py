@@ -24,7 +24,7 @@ from .comparator import (SIZE_CONFIDENCE, Call, Difference, Judgement, Rule, dri
 from .confirmation import pair, share
 from . import segments
 from .power import runs_to_tell
-from .tails import worst_runs
+from .tails import Tail
 from ..core.inputs import Settings
 from ..core.search import Result, Round, Status, Verdict, open_interval, skip_limit
 from ..core.keys import digest
@@ -88,6 +88,7 @@ class MetricJudge:
         self.attempts: dict[int, int] = {}
         self.tried: dict[int, list[int]] = {}      # the round of every run, numbers or not
         self.changes: tuple[tuple[int, int], ...] = ()   # every change found
+        self.tail: Tail | None = None     # the endpoints' change in some runs only
 
     def test_key(self, key: str) -> str:
         return digest([key, "metric", self.metric.name])
@@ -100,6 +101,7 @@ class MetricJudge:
         if p.more:
             return Round(p.more)
         if p.difference is not None and p.difference.call != "differ":
+            self.tail = p.tail
             return Result(Status.INVALID_ENDPOINTS, explanation=self._apart(p))
         stop = skip_limit(n, verdicts, self.settings.max_skips)
         if p.step:
@@ -127,22 +129,24 @@ class MetricJudge:
 
     def _runs_wanted(self, d: Difference) -> str:
         """How many runs of each end would tell this change, in plain words."""
-        rule = self.metric.rule
+        rule, change, m = self.metric.rule, d.shift.change, self.metric.rule.min_change
         ends = [numbers(self.samples[i]) for i in (0, len(self.candidates) - 1)]
         positive = min(map(min, ends)) > 0
         s = seq.noise([seq.scaled(e, positive) for e in ends])
-        n = runs_to_tell(s, d.shift.change, rule.min_change,
-                             rule.alpha(len(looks(rule.max_runs)) + 1), SIZE_CONFIDENCE)
+        s = math.expm1(s) if positive else s / (abs(statistics.median(ends[0])) or 1.0)
+        n = runs_to_tell(s, change, m, rule.alpha(len(looks(rule.max_runs)) + 1),
+                         SIZE_CONFIDENCE)
         ran = min(d.n_old, d.n_new)
-        noise = f"the runs vary by {math.expm1(s) if positive else s:.1%} (a robust sd)"
+        goal = (f"telling {change:+.1%} apart" if abs(change) > m else
+                f"telling whether {change:+.1%} stays under --min-change {m:.1%}")
         if n is None:
-            return (f"{noise}; telling {d.shift.change:+.1%} from --min-change "
-                    f"{rule.min_change:.1%} needs more than 1,000 runs of each end: quiet the "
-                    "machine, repeat the measurement inside the test, or change --min-change")
+            return (f"the runs vary by {s:.1%} (a robust sd); {goal} needs more than 1,000 "
+                    "runs of each end: quiet the machine, repeat the measurement inside the "
+                    "test, or change --min-change")
         n = max(n, math.ceil(ran * 1.5))        # these runs fell short of what they should tell
-        return (f"{noise}; telling {d.shift.change:+.1%} apart needs about {n} runs of each "
-                f"end ({ran} ran): raise --max-runs to {n} (the same command goes on from "
-                "these runs), or --min-change if the change is smaller")
+        return (f"the runs vary by {s:.1%} (a robust sd); {goal} needs about {n} runs of "
+                f"each end ({ran} ran): raise --max-runs to {n} (the same command goes on "
+                "from these runs), or --min-change if the change is smaller")
 
     def batches(self, step: Round, verdicts: dict[int, Verdict]) -> Iterator[tuple[int, ...]]:
         """The round's passes (segments.passes), one commit at a time (a backend runs a
@@ -252,7 +256,7 @@ class MetricJudge:
                             "confidence": s.confidence, "p": d.p, "call": d.call,
                             "worse": (s.change > 0) == rule.lower_is_better}
         if out.get("endpoints", {}).get("call", "differ") != "differ":
-            out["some_runs"] = self._some_runs()
+            out["some_runs"] = asdict(self.tail) if self.tail else None
         if len(self.changes) > 1 and "endpoints" in out:
             total = out["endpoints"]["change"]
             out["changes"] = []
@@ -267,12 +271,6 @@ class MetricJudge:
                     "share": share(s.change, total),
                     "worse": (s.change > 0) == rule.lower_is_better})
         return out
-
-    def _some_runs(self) -> dict[str, Any] | None:
-        """The endpoints' change in some runs only (tails.worst_runs), for --json."""
-        old, new, rule = self.samples[0], self.samples[len(self.candidates) - 1], self.metric.rule
-        tail = worst_runs(numbers(old), numbers(new), rule.p, rule.lower_is_better)
-        return asdict(tail) if tail else None
 
     def narrowing(self) -> list[list[int]]:
         """[round, runs, old end, new end] after each round: the judgement replayed on the

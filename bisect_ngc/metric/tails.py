@@ -1,7 +1,8 @@
 """A change in some runs only. A slow path taken now and then moves one endpoint's worst
 runs and not its centre, which the trimmed means the comparator reads cannot see: the
 endpoints then end "could not be told apart". This says so instead, when enough of one
-endpoint's runs lie beyond every run of the other. Pure."""
+endpoint's runs lie far beyond every run of the other (GAP noise widths: a whole side
+shifted a little puts runs just past the other's worst, not far). Pure."""
 from __future__ import annotations
 
 import math
@@ -9,9 +10,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+from . import sequential as seq
+
 # The two ways a change in some runs shows: the new endpoint's worst runs worse than any
 # of the old one's (a slow path came), or the old one's worse than any new (it went).
 WAYS = 2
+GAP = 2.0          # noise widths (the other endpoint's) beyond its worst run
 
 
 @dataclass(frozen=True)
@@ -33,30 +37,31 @@ class Tail:
                 f"{metric} cannot place")
 
 
-def beyond_all(side: Sequence[float], other: Sequence[float]) -> float:
-    """P(as many of `side`'s runs above every run of `other` as there are) when the two
-    samples' runs are drawn alike (every ordering as likely): exact, whatever the noise."""
-    t = sum(v > max(other) for v in side)
-    n, m = len(side), len(other)
+def chance(t: int, n: int, m: int) -> float:
+    """P(the t worst of n + m runs all belong to the side of n), when both sides' runs are
+    drawn alike (every ordering as likely): exact, whatever the noise."""
     return math.prod((n - i) / (n + m - i) for i in range(t))
 
 
 def worst_runs(old: Sequence[float], new: Sequence[float], p: float,
                lower_is_better: bool = True) -> Tail | None:
-    """The endpoint whose worst runs lie beyond every run of the other, more of them than
-    chance puts there at p over both ways, and fewer than half of its runs (where most
-    lie beyond, its centre moved: no change in some runs only); None if neither's do."""
+    """The endpoint whose worst runs lie GAP noise widths or more beyond every run of the
+    other, more of them than chance puts beyond that run at p over both ways (a count
+    of runs farther off can only be smaller: the bound holds), and fewer than half of its
+    runs (where most lie beyond, its centre moved); None if neither's do."""
     if min(len(old), len(new)) < 2:
         return None
+    positive = min(min(old), min(new)) > 0
     sign = 1.0 if lower_is_better else -1.0
-    o, n = [sign * v for v in old], [sign * v for v in new]
+    o, n = ([sign * v for v in seq.scaled(x, positive)] for x in (old, new))
     found = None
     for side, mine, theirs, raw, base in (("new", n, o, new, old), ("old", o, n, old, new)):
-        chance = min(1.0, WAYS * beyond_all(mine, theirs))
-        some = 2 * sum(v > max(theirs) for v in mine) < len(mine)
-        if some and chance <= p and (found is None or chance < found.p):
-            far = [r for r, v in zip(raw, mine) if v > max(theirs)]
-            change = statistics.median(far) / statistics.median(base) - 1 \
-                if statistics.median(base) else 0.0
-            found = Tail(side, len(far), len(mine), change, chance)
+        edge = max(theirs) + GAP * seq.noise([theirs])
+        far = [r for r, v in zip(raw, mine) if v > edge]
+        odds = min(1.0, WAYS * chance(len(far), len(mine), len(theirs)))
+        if 2 * len(far) < len(mine) and odds <= p and (found is None or odds < found.p):
+            change = seq.relative(seq.scaled([statistics.median(far)], positive)[0] -
+                                  seq.scaled([statistics.median(base)], positive)[0],
+                                  statistics.median(base), positive)
+            found = Tail(side, len(far), len(mine), change, odds)
     return found
