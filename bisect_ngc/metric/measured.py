@@ -19,8 +19,8 @@ from typing import Any, Iterator
 from ..core.probes import ProbeRequest
 from ..core.verdicts import ProbeOutcome
 from . import sequential as seq
-from .comparator import (SIZE_CONFIDENCE, Call, Difference, Judgement, Rule, drift, endpoints,
-                         judge, looks, numbers, settled, together)
+from .comparator import (SIZE_CONFIDENCE, Call, Difference, Judgement, Rule, all_positive,
+                         drift, endpoints, judge, looks, numbers, settled, together)
 from .confirmation import pair, share
 from . import segments
 from .power import runs_to_tell
@@ -130,10 +130,10 @@ class MetricJudge:
     def _runs_wanted(self, d: Difference) -> str:
         """How many runs of each end would tell this change, in plain words."""
         rule, change, m = self.metric.rule, d.shift.change, self.metric.rule.min_change
-        ends = [numbers(self.samples[i]) for i in (0, len(self.candidates) - 1)]
-        positive = min(map(min, ends)) > 0
-        s = seq.noise([seq.scaled(e, positive) for e in ends])
-        s = math.expm1(s) if positive else s / (abs(statistics.median(ends[0])) or 1.0)
+        ends = {i: self.samples[i] for i in (0, len(self.candidates) - 1)}
+        positive = all_positive(ends)
+        s = seq.relative(seq.noise([seq.scaled(numbers(e), positive) for e in ends.values()]),
+                         statistics.median(numbers(self.samples[0])), positive)
         n = runs_to_tell(s, change, m, rule.alpha(len(looks(rule.max_runs)) + 1),
                          SIZE_CONFIDENCE)
         ran = min(d.n_old, d.n_new)

@@ -60,8 +60,7 @@ def worst_runs(old: Sequence[float], new: Sequence[float], p: float,
         far = [r for r, v in zip(raw, mine) if v > edge]
         odds = min(1.0, WAYS * chance(len(far), len(mine), len(theirs)))
         if 2 * len(far) < len(mine) and odds <= p and (found is None or odds < found.p):
-            change = seq.relative(seq.scaled([statistics.median(far)], positive)[0] -
-                                  seq.scaled([statistics.median(base)], positive)[0],
-                                  statistics.median(base), positive)
+            mid = statistics.median(base)
+            change = (statistics.median(far) - mid) / (abs(mid) or 1.0)
             found = Tail(side, len(far), len(mine), change, odds)
     return found
