@@ -40,6 +40,7 @@ class Rule:
     max_runs: int = 30           # per commit; past it an unknown is unresolved
     lower_is_better: bool = True
     earlier: tuple[int, ...] = ()    # a continued session's earlier --max-runs
+    steps: bool = False          # check an answer against each build's own speed (steps.py)
 
     def __post_init__(self):
         if not 0 < self.p <= 0.25:      # a call at p reads a 1 - 2p interval

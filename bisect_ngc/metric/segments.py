@@ -9,7 +9,9 @@ the metric significantly less than its segment's ends do leaves the two sides of
 to search as well (confirmation.leftover; while the numbers only lean that way, the four
 commits run again, within --max-runs). A segment whose ends do not differ by
 --min-change holds no change worth naming. `plan` says what to run next or gives the
-answer: every change found, each with its own pair confirmed (comparator.confirm).
+answer: every change found, each with its own pair confirmed (comparator.confirm), and
+with Rule.steps, a lone change's pair checked as a step against each build's own speed
+(steps.spread).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping
 
 from . import sequential as seq
+from . import steps
 from .comparator import (ENDPOINT_RUNS, NO_NUMBER_TRIES, Call, Difference, Judgement, Rule,
                          Sample, all_positive, classify, guard, judge, machine_states, numbers,
                          references, settled)
@@ -169,16 +172,38 @@ def _search(a: int, b: int, n: int, j: Judgement | None, samples: Mapping[int, S
     elif checked.status is Status.FOUND and checked.last_old is not None and \
             checked.first_new is not None:
         lo, hi = checked.last_old + a, checked.first_new + a
-        acc.found.append((lo, hi))
         more = leftover(a, b, lo, hi, samples, rule)    # more change than the pair's?
         ask = {i for i in (a, b, lo, hi) if attempts.get(i, 0) < rule.max_runs}
         if more is None and ask:
             acc.more |= ask
         elif more:
+            acc.found.append((lo, hi))
             return [(x, y) for x, y in ((a, lo), (hi, b)) if y > x]
+        elif not rule.steps or _a_step(lo, hi, a, b, j.verdicts, samples, attempts, rule,
+                                       acc):
+            acc.found.append((lo, hi))
     else:
         acc.unplaced.append(_shifted(checked, a))
     return []
+
+
+def _a_step(lo: int, hi: int, a: int, b: int, verdicts: Mapping[int, Verdict],
+            samples: Mapping[int, Sample], attempts: Mapping[int, int], rule: Rule,
+            acc: _Search) -> bool:
+    """Whether lo, hi (part a..b, whose own verdicts are given) stands as a step
+    (steps.spread); if not, acc asks for the runs that could still tell, or holds the
+    answer ambiguous over the part."""
+    doubt = steps.spread(lo, hi, samples, {**acc.verdicts, **{i + a: v for i, v in
+                                                             verdicts.items()}}, rule)
+    if doubt is None:
+        return True
+    runs = {i for i in doubt.runs if attempts.get(i, 0) < rule.max_runs and
+            (samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES)}
+    acc.more |= runs
+    if not runs:
+        acc.unplaced.append(Result(Status.AMBIGUOUS, last_old=a,
+                                   candidates=tuple(range(a + 1, b + 1)), explanation=doubt.why))
+    return False
 
 
 def part_keep(rule: Rule) -> int:
