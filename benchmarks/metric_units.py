@@ -7,6 +7,7 @@ side's runs x1.5), a slow path in a minority of the new side's runs, and the nul
 row: found (right), wrong `found`, ambiguous, exit 3 (and of those, how many tell of a
 change in some runs only: metric/tails.py), and the median runs. Sessions of a
 row run in parallel (--jobs), each from its own seed, so the figures do not depend on it.
+--steps turns on the step check (metric/steps.py, Rule.steps), not yet the default.
 """
 from __future__ import annotations
 
@@ -43,17 +44,19 @@ NULLS: dict[str, Row] = {
 }
 
 
-def _one(job: tuple[str, int, int, int]) -> Trial:
-    label, seed, k, n = job
+def _one(job: tuple[str, int, int, int, bool]) -> Trial:
+    label, seed, k, n, check = job
     change, noise, noise_new, sd = {**ROWS, **NULLS}[label]
     rng = random.Random(f"{seed}/{label}/{k}")
     changes = {} if label in NULLS else {rng.randrange(1, n): change}
-    return bisect_once(n, changes, noise, Rule(), rng, offsets=sd, noise_new=noise_new)
+    return bisect_once(n, changes, noise, Rule(steps=check), rng, offsets=sd,
+                       noise_new=noise_new)
 
 
 def table(sessions: int, nulls: int, n: int, seed: int, only: str, jobs: int,
-          out: Callable[[str], None] = print) -> None:
-    out(f"{sessions} sessions a row ({nulls} a null) of {n} commits, seed {seed}\n")
+          check: bool = False, out: Callable[[str], None] = print) -> None:
+    out(f"{sessions} sessions a row ({nulls} a null) of {n} commits, seed {seed}"
+        f"{', the step check on' if check else ''}\n")
     out("| scenario | sessions | found | wrong | ambiguous | exit 3 | of which: a change in "
         "some runs | runs, median |\n|---|---:|---:|---:|---:|---:|---:|---:|")
     with multiprocessing.Pool(jobs) as pool:
@@ -61,7 +64,9 @@ def table(sessions: int, nulls: int, n: int, seed: int, only: str, jobs: int,
             if only not in label:
                 continue
             count = nulls if label in NULLS else sessions
-            trials = pool.map(_one, [(label, seed, k, n) for k in range(count)])
+            if not count:
+                continue
+            trials = pool.map(_one, [(label, seed, k, n, check) for k in range(count)])
             null = label in NULLS           # there, every found is wrong
             right = "-" if null else str(sum(t.right for t in trials))
             wrong = sum(t.status == "found" if null else t.wrong for t in trials)
@@ -80,8 +85,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default="", help="only the rows whose label has this text")
     ap.add_argument("--jobs", type=int, default=multiprocessing.cpu_count())
+    ap.add_argument("--steps", action="store_true",
+                    help="check each answer against each build's own speed (metric/steps.py)")
     args = ap.parse_args()
-    table(args.sessions, args.nulls, args.n, args.seed, args.only, args.jobs)
+    table(args.sessions, args.nulls, args.n, args.seed, args.only, args.jobs, args.steps)
     return 0
 
 
