@@ -193,8 +193,8 @@ def _a_step(lo: int, hi: int, a: int, b: int, verdicts: Mapping[int, Verdict],
     """Whether lo, hi (part a..b, whose own verdicts are given) stands as a step
     (steps.spread); if not, acc asks for the runs that could still tell, or holds the
     answer ambiguous over the part."""
-    doubt = steps.spread(lo, hi, samples, {**acc.verdicts, **{i + a: v for i, v in
-                                                             verdicts.items()}}, rule)
+    doubt = steps.spread(lo, hi, samples, {i + a: v for i, v in verdicts.items()}, rule,
+                         (a, b))
     if doubt is None:
         return True
     runs = {i for i in doubt.runs if attempts.get(i, 0) < rule.max_runs and
@@ -230,11 +230,13 @@ def _answer(found: list[tuple[int, int]], unplaced: list[Result],
         return Result(Status.FOUND, first_new=hi, last_old=lo, candidates=(hi,),
                       old_outcome=Verdict.PASS, new_outcome=Verdict.FAIL, skipped=skipped,
                       explanation=f"first new-behaviour commit: #{hi}{more}")
-    if unplaced:
+    if unplaced:                        # every part left unplaced holds candidates
         first = unplaced[0]
         also = "" if not found else (
             "; a change was found at " + ", ".join(f"#{h}" for _, h in found))
-        return replace(first, explanation=first.explanation + also)
+        also += "".join(f"; also: {r.explanation}" for r in unplaced[1:])
+        return replace(first, explanation=first.explanation + also,
+                       candidates=tuple(sorted({c for r in unplaced for c in r.candidates})))
     return Result(Status.AMBIGUOUS, last_old=0, candidates=tuple(range(1, n)), skipped=skipped,
                   explanation="the change is spread over several commits: each part of "
                               "the range is smaller than --min-change")

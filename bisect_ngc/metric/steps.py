@@ -85,27 +85,30 @@ class Doubt:
 
 
 def spread(lo: int, hi: int, samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
-           rule: Rule) -> Doubt | None:
-    """None where lo, hi and the BEYOND nearest commits past each (the step's
-    neighbourhood: a range with two changes far apart has one level each side of each)
-    are each their own side's against the commit-to-commit spread among them, at odds of
-    wald(p); else the doubt."""
+           rule: Rule, part: tuple[int, int] | None = None) -> Doubt | None:
+    """None where lo, hi and the BEYOND nearest commits past each within `part` (a..b,
+    default the whole range; `verdicts` are the part's own) are each their own side's
+    against the commit-to-commit spread, at odds of wald(p); else the doubt. The spread
+    and the sides' levels come from every commit of the part measured on either side."""
     unit = units(samples)
-    last = max(samples)
-    old = [lo, *_beyond(lo, -1, 0, verdicts)]
-    new = [hi, *_beyond(hi, 1, last, verdicts)]
-    for i in (*old, *new):
+    a, b = part or (0, max(samples))
+    near = [lo, *_beyond(lo, -1, a, verdicts), hi, *_beyond(hi, 1, b, verdicts)]
+    for i in near:
         if i not in unit:
             return Doubt(i, (i,), f"#{i}, next to the pair, is not measured yet")
+    old = sorted({i for i in unit if a <= i <= lo and verdicts.get(i) is Verdict.PASS} |
+                 {i for i in near if i <= lo})
+    new = sorted({i for i in unit if hi <= i <= b and verdicts.get(i) is Verdict.FAIL} |
+                 {i for i in near if i >= hi})
     tau2 = between([[unit[i] for i in old], [unit[i] for i in new]])
     if tau2 is None:
         return None
-    for i in (*old, *new):
+    for i in near:
         own, other = (old, new) if i <= lo else (new, old)
         odds = _log_odds(unit[i], [unit[j] for j in own if j != i],
                          [unit[j] for j in other], tau2)
         if odds < seq.wald(rule.p):
-            few = {j for j in (*old, *new) if len(numbers(samples[j])) < rule.block or
+            few = {j for j in near if len(numbers(samples[j])) < rule.block or
                    unit[j][1] >= RUNS_HELP * tau2}
             return Doubt(i, tuple(sorted(few)),
                          _why(i, i <= lo, unit, old, new, math.sqrt(tau2),
@@ -127,11 +130,11 @@ def _beyond(k: int, step: int, end: int, verdicts: Mapping[int, Verdict]) -> lis
 
 def _why(i: int, is_old: bool, unit: Mapping[int, Unit], old: Sequence[int],
          new: Sequence[int], tau: float, positive: bool) -> str:
-    base = statistics.fmean(unit[j][0] for j in old)
+    base = statistics.fmean(unit[j][0] for j in old if j != i or len(old) == 1)
     at = lambda j: f"#{j} {seq.relative(unit[j][0] - base, base, positive):+.2%}"  # noqa: E731
     side = "old" if is_old else "new"
     return (f"the commits do not sit on two levels: a spread, not a step (#{i}, called "
             f"{side}, is not told apart from the other side once each build's own speed is "
-            f"allowed for: the commits of one side differ by up to about "
+            f"allowed for: builds of one side may spread by a standard deviation of up to "
             f"{seq.relative(tau, base, positive):.2%}; levels against the old side's: "
             + ", ".join(at(j) for j in sorted({*old, *new})) + ")")

@@ -91,3 +91,23 @@ def test_per_build_speeds_no_longer_name_a_wrong_commit(k):
     assert once(Rule()).wrong                       # the finding, as it stood
     checked = once(Rule(steps=True))
     assert not checked.wrong and checked.status in ("found", "ambiguous"), checked
+
+
+def test_the_check_stays_inside_its_part_and_leaves_the_next_change_alone():
+    """A review's case: two +4% changes; the part's like-neither commits marked untestable
+    by the whole range were stepped over into the next change's level."""
+    rng = random.Random("two/3")
+    a = rng.randrange(1, 31)
+    b = rng.randrange(a + 1, 32)
+    t = bisect_once(32, {a: 0.04, b: 0.04}, lognormal(0.005), Rule(steps=True), rng)
+    assert t.all_named, t
+
+
+def test_an_ambiguous_answer_keeps_the_candidates_of_every_part_left_unplaced():
+    from bisect_ngc.core.search import Result, Status
+    from bisect_ngc.metric.segments import _answer
+    parts = [Result(Status.AMBIGUOUS, last_old=0, candidates=(1, 2, 3), explanation="one"),
+             Result(Status.AMBIGUOUS, last_old=8, candidates=(9, 10), explanation="two")]
+    r = _answer([], parts, {}, 12)
+    assert r.status is Status.AMBIGUOUS and r.candidates == (1, 2, 3, 9, 10)
+    assert "one" in r.explanation and "also: two" in r.explanation
