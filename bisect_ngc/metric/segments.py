@@ -106,13 +106,20 @@ def passes(asked: tuple[int, ...], verdicts: Mapping[int, Verdict], n: int,
         _one_run_decides(samples, verdicts, rule)
     todo = tuple(sorted(set(asked) | (set() if alone else set(guards))))
     for _ in range(1 if alone else rule.block):
-        todo = tuple(i for i in todo if attempts.get(i, 0) < rule.max_runs and
-                     (samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES))
+        todo = tuple(i for i in todo if _runnable(i, samples, attempts, rule))
         if not todo:
             return
         yield todo
         more = plan(n, samples, attempts, rule).more
         todo = tuple(i for i in todo if i in more)
+
+
+def _runnable(i: int, samples: Mapping[int, Sample], attempts: Mapping[int, int],
+              rule: Rule) -> bool:
+    """Whether i may run again: under --max-runs, and not a commit that keeps giving no
+    number."""
+    return attempts.get(i, 0) < rule.max_runs and \
+        bool(samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES)
 
 
 def _one_run_decides(samples: Mapping[int, Sample], verdicts: Mapping[int, Verdict],
@@ -197,8 +204,7 @@ def _a_step(lo: int, hi: int, a: int, b: int, verdicts: Mapping[int, Verdict],
                          (a, b))
     if doubt is None:
         return True
-    runs = {i for i in doubt.runs if attempts.get(i, 0) < rule.max_runs and
-            (samples.get(i) or attempts.get(i, 0) < NO_NUMBER_TRIES)}
+    runs = {i for i in doubt.runs if _runnable(i, samples, attempts, rule)}
     acc.more |= runs
     if not runs:
         acc.unplaced.append(Result(Status.AMBIGUOUS, last_old=a,

@@ -3,10 +3,11 @@
 Each build has its own speed (code layout and alignment move with every source change),
 the same in every run of it, so no number of runs removes it: a commit sits at its side's
 level plus an offset of spread tau, the commit-to-commit spread. tau is bounded from above
-by the commits measured on each side (`between`), and the pair stands only where each of
-its commits, and the nearest commit measured beyond each (the endpoint when adjacent), is
-told its own side's against that spread (`spread`). Otherwise a commit with a large offset
-may have been called the other side's, and the pair be two neighbours that merely differ.
+by the commits of the part measured on each side (`between`), and the pair stands only
+where each of its commits, and the BEYOND nearest past each within the part (its end when
+near), is told its own side's against that spread (`spread`). Otherwise a commit with a
+large offset may have been called the other side's, and the pair be two neighbours that
+merely differ.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ TAU_BOUND = 0.2
 # off as the change are rare, three all but unheard of
 BEYOND = 2
 
+# run noise, as a share of tau^2, from which more runs of a commit could still tell
 RUNS_HELP = 0.1
 Unit = tuple[float, float]      # a commit's level and its squared standard error
 
@@ -51,8 +53,8 @@ def units(samples: Mapping[int, Sample]) -> dict[int, Unit]:
     states) and its squared standard error, never below the pooled run noise's."""
     positive = all_positive(samples)
     st = machine_states(samples, positive)
-    folded = {i: seq.fold(seq.scaled(numbers(s), positive), st)
-              for i, s in samples.items() if numbers(s)}
+    folded = {i: seq.fold(seq.scaled(v, positive), st)
+              for i, v in ((i, numbers(s)) for i, s in samples.items()) if v}
     s = st.sigma if st else seq.pooled(list(folded.values()))[0]
     out = {}
     for i, v in folded.items():
